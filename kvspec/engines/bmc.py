@@ -1,0 +1,164 @@
+"""Bounded model checking: incremental unrolling, depth by depth.
+
+Depth ``k`` is checked only after every depth below it was shown free of
+violations, so the first counterexample found for a property is a shortest one.
+Every solver counterexample is turned into a schedule and re-executed by
+:func:`kvspec.trace.concretize`; a schedule that does not replay raises
+:class:`~kvspec.trace.InternalError`.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import z3
+
+from kvspec.engines.transition import TransitionSystem, Vars, replay_error
+from kvspec.lang.system import ActionInstance, Property, System
+from kvspec.trace import InternalError, concretize
+from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
+
+ProgressFn = Callable[[int, int, float], None]
+
+
+class Deadline:
+    """Wall-clock budget shared by the solver calls of one run."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.start = time.monotonic()
+        self.end = None if timeout is None else self.start + timeout
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def left_ms(self) -> int | None:
+        if self.end is None:
+            return None
+        return max(1, int((self.end - time.monotonic()) * 1000))
+
+    def expired(self) -> bool:
+        return self.end is not None and time.monotonic() >= self.end
+
+    def arm(self, solver: z3.Solver | z3.Fixedpoint) -> None:
+        ms = self.left_ms()
+        solver.set("timeout", 4294967295 if ms is None else ms)
+
+
+class Unroller:
+    """A solver holding frames ``0..depth`` of the transition system."""
+
+    def __init__(self, ts: TransitionSystem, *, from_init: bool = True) -> None:
+        self.ts = ts
+        self.solver = ts.solver()
+        self.depth = 0
+        self._n = 0
+        if from_init:
+            self.solver.add(ts.init(ts.frame(0)))
+        self.solver.add(*ts.domain(ts.frame(0)))
+
+    def extend(self) -> None:
+        """Add the step from frame ``depth`` to ``depth + 1``."""
+        self.solver.add(*self.ts.trans(self.depth))
+        self.depth += 1
+
+    def frame(self, t: int) -> Vars:
+        return self.ts.frame(t)
+
+    def check(self, goal: z3.BoolRef, deadline: Deadline) -> z3.CheckSatResult:
+        """Is ``goal`` satisfiable together with the frames? (goal is not kept)"""
+        self._n += 1
+        lit = z3.Bool(f"goal!{self._n}")
+        self.solver.add(z3.Implies(lit, goal))
+        deadline.arm(self.solver)
+        return self.solver.check(lit)
+
+    def model(self) -> z3.ModelRef:
+        return self.solver.model()
+
+    def error_schedule(self, t: int) -> list[ActionInstance]:
+        """After a sat :meth:`check` of an error at frame ``t``: the path to it."""
+        model = self.model()
+        found = self.ts.erring(model, self.frame(t))
+        if found is not None:
+            return self.ts.schedule(model, t) + [found[0]]
+        raise InternalError("bmc: solver reports a model error but none holds in its model")
+
+
+def check_errors(unroller: Unroller, t: int, deadline: Deadline, engine: str) -> z3.CheckSatResult:
+    """Raise the model error reachable at frame ``t`` if the solver finds one."""
+    ts = unroller.ts
+    goal = ts.any_error(unroller.frame(t))
+    if z3.is_false(goal):
+        return z3.unsat
+    res = unroller.check(goal, deadline)
+    if res == z3.sat:
+        raise replay_error(ts.system, unroller.error_schedule(t), engine)
+    return res
+
+
+def run_bmc(system: System, *, depth: int, timeout: float | None,
+            progress: ProgressFn | None = None) -> EngineOutcome:
+    """Check every property on all paths of up to ``depth`` steps."""
+    deadline = Deadline(timeout)
+    ts = TransitionSystem(system)
+    unroller = Unroller(ts)
+    verdicts: dict[str, Verdict] = {}
+    pending: list[Property] = list(system.properties)
+    reached = 0
+    stopped = ""
+    for k in range(depth + 1):
+        if k > 0:
+            res = check_errors(unroller, k - 1, deadline, "bmc")
+            if res == z3.unknown:
+                stopped = _why(unroller, deadline, k)
+                break
+            unroller.extend()
+        stopped = _check_depth(system, ts, unroller, pending, verdicts, k, deadline)
+        if stopped:
+            break
+        reached = k
+        if progress is not None:
+            progress(k, k, deadline.elapsed())
+        if not pending:
+            break
+    for p in pending:
+        if stopped:
+            verdicts[p.name] = Verdict(p.name, Status.UNKNOWN, "bmc",
+                                       f"{stopped}; no violation up to depth {reached}")
+        else:
+            verdicts[p.name] = Verdict(p.name, Status.HOLDS, "bounded", f"depth {reached}")
+    stats = Stats(depth=reached, seconds=deadline.elapsed())
+    stats.extra["bmc"] = {"instances": len(ts.steps), "slots": ts.width}
+    return EngineOutcome([verdicts[p.name] for p in system.properties], stats, "bmc")
+
+
+def _why(unroller: Unroller, deadline: Deadline, k: int) -> str:
+    if deadline.expired():
+        return f"timeout at depth {k}"
+    return f"solver gave up at depth {k} ({unroller.solver.reason_unknown()})"
+
+
+def _check_depth(system: System, ts: TransitionSystem, unroller: Unroller,
+                 pending: list[Property], verdicts: dict[str, Verdict], k: int,
+                 deadline: Deadline) -> str:
+    """Decide the pending properties at exactly depth ``k``; '' or why it stopped."""
+    vs = unroller.frame(k)
+    bads = {p.name: ts.bad(p, vs) for p in pending}
+    live = [p for p in pending if not z3.is_false(bads[p.name])]
+    if not live:
+        return ""
+    res = unroller.check(z3.Or(*[bads[p.name] for p in live]), deadline)
+    if res == z3.unsat:
+        return ""
+    if res == z3.unknown:
+        return _why(unroller, deadline, k)
+    for p in live:
+        res = unroller.check(bads[p.name], deadline)
+        if res == z3.unknown:
+            return _why(unroller, deadline, k)
+        if res == z3.sat:
+            schedule = ts.schedule(unroller.model(), k)
+            trace = concretize(system, p.name, schedule, engine="bmc")
+            verdicts[p.name] = Verdict(p.name, Status.VIOLATED, "bmc", f"depth {k}", trace)
+            pending.remove(p)
+    return ""

@@ -1,0 +1,177 @@
+"""What a model file declares: sizes, state variables, actions, invariants.
+
+A model is a class deriving from :class:`Model`::
+
+    class Serving(Model):
+        requests = Requests(2)
+        pages = Pages(4)
+        capacity = Size(2)
+        phase = requests.var(Phase, init=Phase.NEW)
+        owner = pages.var(requests.optional, init=None)
+
+        @action
+        def alloc(s, r: Request, p: Page):
+            require(s.owner[p] is None)
+            s.owner[p] = r
+            emit.alloc(r, p)
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kvspec.lang.errors import ModelError
+from kvspec.lang.types import PAGE, REQUEST, OptionalRef
+
+SCALAR = "scalar"
+
+
+def _caller_line() -> int | None:
+    frame = inspect.currentframe()
+    try:
+        caller = frame.f_back.f_back if frame and frame.f_back else None
+        return caller.f_lineno if caller else None
+    finally:
+        del frame
+
+
+@dataclass
+class VarDecl:
+    """A declared state variable (scalar, per request or per page)."""
+
+    type_spec: Any
+    init: Any
+    dim: str
+    name: str = ""
+    line: int | None = None
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+
+class SizeParam:
+    """A model size parameter with a default, overridable with ``--size name=value``."""
+
+    dim: str | None = None
+
+    def __init__(self, default: int, *, minimum: int = 0, maximum: int | None = None) -> None:
+        if isinstance(default, bool) or not isinstance(default, int):
+            raise ModelError(f"size default must be an int, not {default!r}")
+        self.default = default
+        self.minimum = minimum
+        self.maximum = maximum
+        self.name = ""
+        self.line = _caller_line()
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def check(self, value: int) -> None:
+        if value < self.minimum or (self.maximum is not None and value > self.maximum):
+            hi = "" if self.maximum is None else f" and at most {self.maximum}"
+            raise ModelError(f"size {self.name}={value}: must be at least {self.minimum}{hi}")
+
+
+class Size(SizeParam):
+    """A plain integer parameter (a capacity, a length)."""
+
+
+class _IdSpace(SizeParam):
+    def var(self, type_spec: Any, *, init: Any) -> VarDecl:
+        """A state variable with one element per id."""
+        assert self.dim is not None
+        return VarDecl(type_spec, init, self.dim, line=_caller_line())
+
+    @property
+    def optional(self) -> OptionalRef:
+        """The type "one of these ids, or None"."""
+        assert self.dim is not None
+        return OptionalRef(self.dim)
+
+
+class Requests(_IdSpace):
+    """The interchangeable request ids ``r0 .. r{n-1}``."""
+
+    dim = REQUEST
+
+    def __init__(self, default: int, *, maximum: int | None = None) -> None:
+        super().__init__(default, minimum=1, maximum=maximum)
+
+
+class Pages(_IdSpace):
+    """The interchangeable page ids ``0 .. n-1`` of the (decode) page pool."""
+
+    dim = PAGE
+
+    def __init__(self, default: int, *, maximum: int | None = None) -> None:
+        super().__init__(default, minimum=1, maximum=maximum)
+
+
+def var(type_spec: Any, *, init: Any) -> VarDecl:
+    """A scalar state variable."""
+    return VarDecl(type_spec, init, SCALAR, line=_caller_line())
+
+
+def action(fn: Callable[..., None]) -> Callable[..., None]:
+    """Mark a method as an action. Parameters are annotated ``Request``, ``Page``,
+    ``Int(lo, hi)``, ``bool`` or an Enum; every combination is an action instance."""
+    fn._kv_kind = "action"  # type: ignore[attr-defined]
+    return fn
+
+
+def invariant(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a method as a state invariant: it returns a bool over the state."""
+    fn._kv_kind = "invariant"  # type: ignore[attr-defined]
+    return fn
+
+
+def helper(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a module-level function called from actions so that it is lowered too
+    (needed when it branches on state)."""
+    fn._kv_kind = "helper"  # type: ignore[attr-defined]
+    return fn
+
+
+@dataclass
+class ModelDecl:
+    """Everything a model class declares, in declaration order."""
+
+    cls: type
+    sizes: list[SizeParam] = field(default_factory=list)
+    vars: list[VarDecl] = field(default_factory=list)
+    actions: list[Callable[..., Any]] = field(default_factory=list)
+    invariants: list[Callable[..., Any]] = field(default_factory=list)
+    properties: tuple[str, ...] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.cls.__name__
+
+
+class Model:
+    """Base class of models. Subclasses declare sizes, variables and actions."""
+
+    #: names of the library properties to check (default: all of them)
+    properties: tuple[str, ...] | None = None
+
+    @classmethod
+    def declaration(cls) -> ModelDecl:
+        decl = ModelDecl(cls)
+        seen: set[str] = set()
+        for klass in reversed(cls.__mro__):
+            for name, value in vars(klass).items():
+                if name in seen and not isinstance(value, (SizeParam, VarDecl)):
+                    continue
+                if isinstance(value, SizeParam):
+                    decl.sizes = [s for s in decl.sizes if s.name != name] + [value]
+                elif isinstance(value, VarDecl):
+                    decl.vars = [v for v in decl.vars if v.name != name] + [value]
+                elif callable(value) and getattr(value, "_kv_kind", None) == "action":
+                    decl.actions = [a for a in decl.actions if a.__name__ != name] + [value]
+                elif callable(value) and getattr(value, "_kv_kind", None) == "invariant":
+                    decl.invariants = [i for i in decl.invariants if i.__name__ != name] + [value]
+                seen.add(name)
+        props = getattr(cls, "properties", None)
+        decl.properties = tuple(props) if props is not None else None
+        return decl

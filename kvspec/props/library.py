@@ -1,0 +1,142 @@
+"""The engine-neutral property library, written as a monitor in the model language.
+
+The monitor's state is updated by lifecycle events only, so the properties mean
+the same for every model that emits the vocabulary of :mod:`kvspec.props.events`.
+Its handlers are lowered like action bodies, so every engine (explicit, BMC,
+PDR, Hypothesis, replay) checks exactly the same monitor.
+
+Properties (``docs/modelling.md`` has the long form):
+
+* ``no-decode-after-rejection`` — after ``reject(r)`` no ``read``/``decode`` of ``r``.
+* ``rejection-is-terminal`` — after ``reject(r)`` no ``alloc``, ``post_write``,
+  ``read`` or ``decode`` of ``r`` (no handoff, no wasted pages).
+* ``no-read-beyond-written`` — ``read(r, p)`` only if ``p`` is allocated to ``r``,
+  the last write that landed in ``p`` since that allocation was ``r``'s, and no
+  write into ``p`` is still in flight.
+* ``no-reuse-before-drain`` — ``alloc(r2, p)`` never while a write posted by another
+  request into ``p`` has neither landed nor been drained; a write never lands in a
+  page its writer does not own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvspec.lang.declare import VarDecl
+from kvspec.lang.runtime import violate
+from kvspec.lang.types import PAGE, REQUEST, Int, OptionalRef
+
+#: the most writes that may be in flight into one page at a time
+MAX_INFLIGHT = 3
+
+NDAR = "no-decode-after-rejection"
+RIT = "rejection-is-terminal"
+NRBW = "no-read-beyond-written"
+NRBD = "no-reuse-before-drain"
+
+
+@dataclass(frozen=True)
+class PropertyInfo:
+    name: str
+    summary: str
+    events: tuple[str, ...]  # the events that can violate it
+
+
+LIBRARY: dict[str, PropertyInfo] = {
+    NDAR: PropertyInfo(NDAR, "once reject(r) happened, no read or decode of r follows",
+                       ("reject", "read", "decode")),
+    RIT: PropertyInfo(RIT, "once reject(r) happened, no alloc, post_write, read or decode of r",
+                      ("reject", "alloc", "post_write", "read", "decode")),
+    NRBW: PropertyInfo(NRBW, "read(r, p) only of a page allocated to r whose last landed write "
+                             "since that allocation was r's, with no write in flight",
+                       ("read",)),
+    NRBD: PropertyInfo(NRBD, "no alloc of a page while another request's write into it is in "
+                             "flight; no write lands in a page its writer does not own",
+                       ("alloc", "land_write")),
+}
+
+#: monitor variables: name -> declaration (per request / per page)
+MONITOR_VARS: dict[str, VarDecl] = {
+    "rejected": VarDecl(bool, False, REQUEST, "rejected"),
+    "page_owner": VarDecl(OptionalRef(REQUEST), None, PAGE, "page_owner"),
+    "page_written": VarDecl(OptionalRef(REQUEST), None, PAGE, "page_written"),
+    "page_inflight": VarDecl(Int(0, MAX_INFLIGHT), 0, PAGE, "page_inflight"),
+    "page_writer": VarDecl(OptionalRef(REQUEST), None, PAGE, "page_writer"),
+}
+
+
+# -- handlers: (m, r[, p]); m exposes the monitor variables -----------------------
+
+def on_reject(m, r):  # type: ignore[no-untyped-def]
+    m.rejected[r] = True
+
+
+def on_alloc(m, r, p):  # type: ignore[no-untyped-def]
+    if m.rejected[r]:
+        violate(RIT, "alloc({r:req}, page {p}) after reject({r:req})", r=r, p=p)
+    if m.page_inflight[p] > 0 and m.page_writer[p] != r:
+        violate(NRBD, "alloc({r:req}, page {p}): a write of {w:req} into page {p} is still in "
+                      "flight", r=r, p=p, w=m.page_writer[p])
+    m.page_owner[p] = r
+    m.page_written[p] = None
+
+
+def on_post_write(m, r, p):  # type: ignore[no-untyped-def]
+    if m.rejected[r]:
+        violate(RIT, "post_write({r:req}, page {p}) after reject({r:req})", r=r, p=p)
+    m.page_inflight[p] = m.page_inflight[p] + 1
+    m.page_writer[p] = r
+
+
+def on_land_write(m, r, p):  # type: ignore[no-untyped-def]
+    if m.page_owner[p] is None:
+        violate(NRBD, "land_write({r:req}, page {p}): the write landed after page {p} was "
+                      "freed; {r:req} no longer owns it", r=r, p=p)
+    elif m.page_owner[p] != r:
+        violate(NRBD, "land_write({r:req}, page {p}): the write landed in page {p} after it was "
+                      "handed to {o:req}", r=r, p=p, o=m.page_owner[p])
+    m.page_inflight[p] = m.page_inflight[p] - 1
+    m.page_written[p] = r
+
+
+def on_drain(m, r, p):  # type: ignore[no-untyped-def]
+    m.page_inflight[p] = m.page_inflight[p] - 1
+
+
+def on_read(m, r, p):  # type: ignore[no-untyped-def]
+    if m.rejected[r]:
+        violate(NDAR, "read({r:req}, page {p}) after reject({r:req})", r=r, p=p)
+        violate(RIT, "read({r:req}, page {p}) after reject({r:req})", r=r, p=p)
+    if m.page_owner[p] != r:
+        violate(NRBW, "read({r:req}, page {p}): page {p} is not allocated to {r:req} (owner: "
+                      "{o:req})", r=r, p=p, o=m.page_owner[p])
+    elif m.page_inflight[p] > 0:
+        violate(NRBW, "read({r:req}, page {p}): a write of {w:req} into page {p} is still in "
+                      "flight", r=r, p=p, w=m.page_writer[p])
+    elif m.page_written[p] is None:
+        violate(NRBW, "read({r:req}, page {p}): page {p} was never written since it was "
+                      "allocated to {r:req}, it holds stale KV", r=r, p=p)
+    elif m.page_written[p] != r:
+        violate(NRBW, "read({r:req}, page {p}): page {p} last written by {w:req}", r=r, p=p,
+                w=m.page_written[p])
+
+
+def on_decode(m, r):  # type: ignore[no-untyped-def]
+    if m.rejected[r]:
+        violate(NDAR, "decode({r:req}) after reject({r:req})", r=r)
+        violate(RIT, "decode({r:req}) after reject({r:req})", r=r)
+
+
+def on_free(m, r, p):  # type: ignore[no-untyped-def]
+    m.page_owner[p] = None
+
+
+HANDLERS = {
+    "reject": on_reject,
+    "alloc": on_alloc,
+    "post_write": on_post_write,
+    "land_write": on_land_write,
+    "drain": on_drain,
+    "read": on_read,
+    "decode": on_decode,
+    "free": on_free,
+}

@@ -1,0 +1,543 @@
+"""A counterexample trace as a grid of cells: the picture, before any drawing.
+
+:func:`build_timeline` turns a ``kvspec-trace/1`` document (see ``docs/formats.md``)
+into one :class:`Column` per step (plus one for the initial state), each holding a
+:class:`RequestCell` per request (lifecycle phase, flags that changed, request
+events) and a :class:`PageCell` per page (owner, whose KV data the page holds,
+writes in flight, the page events of the step). Drawing code
+(:mod:`kvspec.render.trace_graph`) only decides how cells look.
+
+The page pool comes from the model-independent monitor variables (``page_owner``,
+``page_inflight``, ``page_writer``, ``page_written``, ``rejected``) when the trace
+carries them, and from the events otherwise. *Whose data a page holds* is not a
+state variable: it is computed here from the events, as the request of the last
+``land_write`` into the page; it survives ``free`` and ``alloc`` (freeing a page
+does not wipe it) and is ``None`` — stale KV from before the trace — until the
+first landing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+TRACE_FORMAT = "kvspec-trace/1"
+RESULT_FORMAT = "kvspec-result/1"
+
+#: monitor variables the pool row is drawn from (docs/formats.md)
+MONITOR_PAGE_VARS = ("page_owner", "page_data", "page_written", "page_inflight", "page_writer")
+MONITOR_VARS = MONITOR_PAGE_VARS + ("rejected",)
+PHASE_NAMES = ("phase", "state", "status", "stage")
+
+
+class TraceFormatError(ValueError):
+    """The JSON is not a usable kvspec trace; the message says what is wrong, in one line."""
+
+
+# -- reading the document ------------------------------------------------------------
+
+def extract_trace(data: Any, prop: str | None = None) -> dict[str, Any]:
+    """The ``kvspec-trace/1`` dict in ``data``: ``data`` itself, or (for a
+    ``kvspec-result/1`` document) the trace of the first violated property, or of
+    ``prop`` when given. Raises :class:`TraceFormatError` for anything else."""
+    if not isinstance(data, Mapping):
+        raise TraceFormatError(f"expected a JSON object ({TRACE_FORMAT} or {RESULT_FORMAT}), "
+                               f"got {type(data).__name__}")
+    fmt = data.get("format")
+    if fmt == RESULT_FORMAT:
+        verdicts = data.get("verdicts")
+        if not isinstance(verdicts, list):
+            raise TraceFormatError(f"{RESULT_FORMAT}: 'verdicts' must be a list")
+        traces: list[Mapping[str, Any]] = [v["trace"] for v in verdicts
+                  if isinstance(v, Mapping) and isinstance(v.get("trace"), Mapping)
+                  and (prop is None or v.get("property") == prop)]
+        if not traces:
+            what = f"property {prop!r}" if prop else "any property"
+            raise TraceFormatError(f"{RESULT_FORMAT}: no counterexample for {what} "
+                                   "(nothing is violated): nothing to draw")
+        trace = dict(traces[0])
+    elif fmt == TRACE_FORMAT:
+        trace = dict(data)
+    else:
+        raise TraceFormatError(f"unsupported format {fmt!r} (expected {TRACE_FORMAT!r} or "
+                               f"{RESULT_FORMAT!r})")
+    validate_trace(trace)
+    return trace
+
+
+def validate_trace(trace: Mapping[str, Any]) -> None:
+    """Check the parts of a trace the renderers rely on; raise TraceFormatError."""
+    if trace.get("format") != TRACE_FORMAT:
+        raise TraceFormatError(f"expected format {TRACE_FORMAT!r}, got {trace.get('format')!r}")
+    steps = trace.get("steps")
+    if not isinstance(steps, list):
+        raise TraceFormatError("'steps' must be a list")
+    for key in ("schema", "initial", "sizes", "model"):
+        if key in trace and not isinstance(trace[key], Mapping):
+            raise TraceFormatError(f"'{key}' must be an object")
+    for n, step in enumerate(steps, 1):
+        if not isinstance(step, Mapping):
+            raise TraceFormatError(f"step {n} must be an object")
+        if not isinstance(step.get("action", step.get("label")), str):
+            raise TraceFormatError(f"step {n} has no 'action' or 'label'")
+        events = step.get("events", [])
+        if not isinstance(events, list):
+            raise TraceFormatError(f"step {n}: 'events' must be a list")
+        for ev in events:
+            if not isinstance(ev, Mapping) or not isinstance(ev.get("kind"), str):
+                raise TraceFormatError(f"step {n}: every event needs a 'kind'")
+            if not isinstance(ev.get("request"), str) or _rnum(ev["request"]) is None:
+                raise TraceFormatError(f"step {n}: event {ev.get('kind')} has request "
+                                       f"{ev.get('request')!r}, expected 'r<N>'")
+            page = ev.get("page")
+            if page is not None and (not isinstance(page, int) or isinstance(page, bool)
+                                     or page < 0):
+                raise TraceFormatError(f"step {n}: event {ev['kind']} has page {page!r}")
+        for key in ("state", "args"):
+            if key in step and step[key] is not None and not isinstance(step[key], Mapping):
+                raise TraceFormatError(f"step {n}: '{key}' must be an object")
+        if "changes" in step and not isinstance(step["changes"], list):
+            raise TraceFormatError(f"step {n}: 'changes' must be a list")
+
+
+def _rnum(ref: Any) -> int | None:
+    if isinstance(ref, str) and ref.startswith("r") and ref[1:].isdigit():
+        return int(ref[1:])
+    return None
+
+
+# -- the picture model ---------------------------------------------------------------
+
+@dataclass
+class Mark:
+    """One event drawn on a cell."""
+
+    kind: str
+    request: str
+    page: int | None
+    violating: bool = False
+    #: for ``read``: whose data the page held when it was not the reader's ("stale" if
+    #: from before the trace); for ``land_write``: the page's owner when the writer did
+    #: not own it (a late landing)
+    foreign: str | None = None
+    inflight: bool = False  # read while a write into the page was in flight
+
+    @property
+    def bad(self) -> bool:
+        return self.violating or self.foreign is not None or self.inflight
+
+    def text(self) -> str:
+        if self.page is None:
+            return f"{self.kind}({self.request})"
+        return f"{self.kind}({self.request}, page {self.page})"
+
+
+@dataclass
+class PageCell:
+    page: int
+    owner: str | None        # request the page is allocated to, or None (free)
+    data: str | None         # request whose KV the page holds; None: stale, from before
+    written: str | None      # write landed since the page was last allocated (monitor)
+    inflight: int            # posted writes not yet landed or drained
+    writer: str | None       # request of the latest posted write
+    writers: list[str] = field(default_factory=list)  # requests of the writes in flight
+    marks: list[Mark] = field(default_factory=list)
+    changed: bool = False
+    violating: bool = False
+
+    @property
+    def mismatch(self) -> bool:
+        """The page is owned by a request but holds someone else's (or stale) data."""
+        return self.owner is not None and self.data != self.owner
+
+
+@dataclass
+class Change:
+    var: str
+    before: Any
+    after: Any
+
+
+@dataclass
+class RequestCell:
+    request: str
+    phase: str | None
+    phase_changed: bool = False
+    changes: list[Change] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+    rejected: bool = False
+    rejected_now: bool = False
+    violating: bool = False
+    #: the violating page event of this request, shown in its lane too
+    culprit: Mark | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.phase_changed or bool(self.changes) or bool(self.marks) or self.rejected_now
+
+
+@dataclass
+class Column:
+    index: int              # 0: the initial state
+    label: str              # "initial" or the action label
+    requests: list[RequestCell]
+    pages: list[PageCell]
+    scalars: list[Change] = field(default_factory=list)
+    events: list[Mark] = field(default_factory=list)
+    violating: bool = False
+    reason: str | None = None
+
+    @property
+    def is_initial(self) -> bool:
+        return self.index == 0
+
+
+@dataclass
+class Leak:
+    """A read of a page whose data was not the reader's (or a write landing late)."""
+
+    step: int
+    page: int
+    request: str             # the reader (or late writer)
+    holder: str | None       # whose data was there; None: stale from before the trace
+    kind: str = "read"       # "read", "read_inflight" or "late_landing"
+    violating: bool = False
+
+    def text(self) -> str:
+        if self.kind == "late_landing":
+            return (f"step {self.step}: a write of {self.request} landed in page {self.page}, "
+                    f"which {self.holder or 'nobody'} owns now")
+        if self.kind == "read_inflight":
+            return (f"step {self.step}: {self.request} read page {self.page} while a write "
+                    "into it was in flight")
+        held = "stale KV from before the trace" if self.holder is None else \
+            f"{self.holder}'s KV"
+        return f"step {self.step}: {self.request} read page {self.page}, which held {held}"
+
+
+@dataclass
+class Timeline:
+    model: str
+    file: str
+    sizes: dict[str, Any]
+    prop: str
+    reason: str
+    requests: list[str]
+    pages: list[int]
+    columns: list[Column]
+    phase_var: str | None
+    untouched_pages: list[int]
+    leaks: list[Leak]
+    violation_step: int | None
+    violation_event: Mark | None
+
+    @property
+    def shown_pages(self) -> list[int]:
+        return [p for p in self.pages if p not in self.untouched_pages]
+
+    @property
+    def steps(self) -> int:
+        return len(self.columns) - 1
+
+
+def _var_table(trace: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    schema = trace.get("schema") or {}
+    out: dict[str, dict[str, Any]] = {}
+    for v in schema.get("vars", []) or []:
+        if isinstance(v, Mapping) and isinstance(v.get("name"), str):
+            out[v["name"]] = dict(v)
+    return out
+
+
+def _owner_of(name: str, vars_: Mapping[str, Mapping[str, Any]]) -> str:
+    if name in vars_:
+        return str(vars_[name].get("owner", "model"))
+    if name in MONITOR_VARS:
+        return "monitor"
+    if name.startswith("violated:"):
+        return "flag"
+    return "model"
+
+
+def _phase_var(vars_: Mapping[str, Mapping[str, Any]], initial: Mapping[str, Any]) -> str | None:
+    req = [n for n, v in vars_.items() if v.get("dim") == "request" and
+           v.get("owner", "model") == "model"]
+    for name in PHASE_NAMES:
+        if name in req:
+            return name
+    for name in req:
+        if any(p in name.lower() for p in PHASE_NAMES):
+            return name
+    for name in req:
+        if str(vars_[name].get("type", "")).startswith("enum"):
+            return name
+    if not vars_ and "phase" in initial:
+        return "phase"
+    return None
+
+
+def _counts(trace: Mapping[str, Any]) -> tuple[int, int]:
+    schema = trace.get("schema") or {}
+    sizes = trace.get("sizes") or {}
+    nreq = schema.get("requests") or sizes.get("requests") or 0
+    npages = schema.get("pages") or sizes.get("pages") or 0
+    for step in trace.get("steps", []):
+        for ev in step.get("events", []):
+            r = _rnum(ev.get("request"))
+            if r is not None:
+                nreq = max(nreq, r + 1)
+            if isinstance(ev.get("page"), int):
+                npages = max(npages, ev["page"] + 1)
+    init = trace.get("initial") or {}
+    for name, value in init.items():
+        if name in MONITOR_PAGE_VARS and isinstance(value, list):
+            npages = max(npages, len(value))
+    return int(nreq), int(npages)
+
+
+def _full_states(trace: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The state before the first step and after every step; a step without a full
+    ``state`` gets the previous state with its ``changes`` applied."""
+    prev: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v)
+                            for k, v in (trace.get("initial") or {}).items()}
+    states = [prev]
+    for step in trace["steps"]:
+        cur = {k: (list(v) if isinstance(v, list) else v) for k, v in prev.items()}
+        for ch in step.get("changes", []) or []:
+            if not isinstance(ch, Mapping) or ch.get("var") not in cur:
+                continue
+            idx = ch.get("index")
+            value = cur[ch["var"]]
+            if idx is None:
+                cur[ch["var"]] = ch.get("after")
+            elif isinstance(value, list):
+                i = _rnum(idx) if isinstance(idx, str) else idx
+                if isinstance(i, int) and 0 <= i < len(value):
+                    value[i] = ch.get("after")
+        for k, v in (step.get("state") or {}).items():
+            cur[k] = list(v) if isinstance(v, list) else v
+        states.append(cur)
+        prev = cur
+    return states
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    return str(value)
+
+
+def _same_event(ev: Mapping[str, Any], target: Mapping[str, Any] | None) -> bool:
+    if not target:
+        return False
+    return (ev.get("kind"), ev.get("request"), ev.get("page")) == \
+        (target.get("kind"), target.get("request"), target.get("page"))
+
+
+class _Pool:
+    """Page-pool bookkeeping from events alone (the monitor, plus who holds the data)."""
+
+    def __init__(self, pages: int) -> None:
+        self.owner: list[str | None] = [None] * pages
+        self.data: list[str | None] = [None] * pages
+        self.written: list[str | None] = [None] * pages
+        self.inflight: list[int] = [0] * pages
+        self.writer: list[str | None] = [None] * pages
+        self.writers: list[list[str]] = [[] for _ in range(pages)]
+
+    def apply(self, kind: str, r: str, p: int) -> Mark:
+        mark = Mark(kind, r, p)
+        if kind == "alloc":
+            self.owner[p] = r
+            self.written[p] = None
+        elif kind == "free":
+            self.owner[p] = None
+        elif kind == "post_write":
+            self.inflight[p] += 1
+            self.writer[p] = r
+            self.writers[p].append(r)
+        elif kind == "land_write":
+            if self.owner[p] != r:
+                mark.foreign = self.owner[p] or "nobody"
+            self.inflight[p] = max(0, self.inflight[p] - 1)
+            self._retire(r, p)
+            self.data[p] = r
+            self.written[p] = r
+        elif kind == "drain":
+            self.inflight[p] = max(0, self.inflight[p] - 1)
+            self._retire(r, p)
+        elif kind == "read":
+            if self.data[p] != r:
+                mark.foreign = self.data[p] or "stale"
+            if self.inflight[p] > 0:
+                mark.inflight = True
+        return mark
+
+    def _retire(self, r: str, p: int) -> None:
+        """One write of ``r`` into ``p`` is no longer in flight."""
+        if r in self.writers[p]:
+            self.writers[p].remove(r)
+        elif self.writers[p]:
+            self.writers[p].pop(0)
+
+
+def build_timeline(trace: Mapping[str, Any]) -> Timeline:
+    """The grid of cells for a validated ``kvspec-trace/1`` dict."""
+    validate_trace(trace)
+    vars_ = _var_table(trace)
+    nreq, npages = _counts(trace)
+    requests = [f"r{i}" for i in range(nreq)]
+    pages = list(range(npages))
+    states = _full_states(trace)
+    phase = _phase_var(vars_, states[0])
+    pool = _Pool(npages)
+    touched: set[int] = set()
+    leaks: list[Leak] = []
+    columns: list[Column] = []
+    violation = trace["steps"][-1].get("violation") if trace["steps"] else None
+    viol_event = violation.get("event") if isinstance(violation, Mapping) else None
+    viol_mark: Mark | None = None
+    viol_step: int | None = None
+
+    def page_value(state: Mapping[str, Any], name: str, p: int, fallback: Any) -> Any:
+        value = state.get(name)
+        if isinstance(value, list) and p < len(value):
+            return value[p]
+        return fallback
+
+    def make_pages(state: Mapping[str, Any]) -> list[PageCell]:
+        cells = []
+        for p in pages:
+            cells.append(PageCell(
+                p,
+                owner=page_value(state, "page_owner", p, pool.owner[p]),
+                data=pool.data[p],
+                written=page_value(state, "page_written", p, pool.written[p]),
+                inflight=int(page_value(state, "page_inflight", p, pool.inflight[p]) or 0),
+                writer=page_value(state, "page_writer", p, pool.writer[p]),
+                writers=list(pool.writers[p])))
+        return cells
+
+    def make_requests(state: Mapping[str, Any]) -> list[RequestCell]:
+        cells = []
+        rej = state.get("rejected")
+        ph = state.get(phase) if phase else None
+        for i, r in enumerate(requests):
+            cells.append(RequestCell(
+                r, phase=_fmt(ph[i]) if isinstance(ph, list) and i < len(ph) else None,
+                rejected=bool(rej[i]) if isinstance(rej, list) and i < len(rej) else False))
+        return cells
+
+    columns.append(Column(0, "initial", make_requests(states[0]), make_pages(states[0])))
+    rejected_seen: set[str] = {c.request for c in columns[0].requests if c.rejected}
+    for n, step in enumerate(trace["steps"], 1):
+        index = int(step.get("index", n)) if isinstance(step.get("index", n), int) else n
+        state = states[n]
+        label = step.get("label") or step.get("action") or f"step {index}"
+        marks: list[Mark] = []
+        page_marks: dict[int, list[Mark]] = {}
+        req_marks: dict[str, list[Mark]] = {}
+        is_last = n == len(trace["steps"])
+        found_violating = False
+        for ev in step.get("events", []) or []:
+            kind, r, p = ev["kind"], ev["request"], ev.get("page")
+            if p is not None and p < npages:
+                mark = pool.apply(kind, r, p)
+                touched.add(p)
+            else:
+                mark = Mark(kind, r, p)
+            if kind == "reject":
+                rejected_seen.add(r)
+            if is_last and not found_violating and _same_event(ev, viol_event):
+                mark.violating = True
+                found_violating = True
+                viol_mark = mark
+                viol_step = index
+            if mark.foreign is not None or mark.inflight:
+                if kind == "read":
+                    leaks.append(Leak(index, p if p is not None else -1, r,
+                                      None if mark.foreign in (None, "stale") else mark.foreign,
+                                      "read" if mark.foreign is not None else "read_inflight",
+                                      mark.violating))
+                elif kind == "land_write":
+                    leaks.append(Leak(index, p if p is not None else -1, r,
+                                      None if mark.foreign == "nobody" else mark.foreign,
+                                      "late_landing", mark.violating))
+            marks.append(mark)
+            if p is not None:
+                page_marks.setdefault(p, []).append(mark)
+            else:
+                req_marks.setdefault(r, []).append(mark)
+        page_cells = make_pages(state)
+        prev_pages = columns[-1].pages
+        for cell, before in zip(page_cells, prev_pages):
+            cell.marks = page_marks.get(cell.page, [])
+            cell.changed = bool(cell.marks) or (cell.owner, cell.data, cell.writers) != \
+                (before.owner, before.data, before.writers)
+            cell.violating = any(m.violating for m in cell.marks)
+            if cell.changed:
+                touched.add(cell.page)
+        req_cells = make_requests(state)
+        prev_reqs = columns[-1].requests
+        for rcell, rbefore in zip(req_cells, prev_reqs):
+            rcell.phase_changed = rcell.phase != rbefore.phase
+            rcell.marks = req_marks.get(rcell.request, [])
+            rcell.rejected = rcell.rejected or rcell.request in rejected_seen
+            rcell.rejected_now = rcell.rejected and not rbefore.rejected
+            rcell.violating = any(m.violating for m in rcell.marks)
+            if viol_mark is not None and viol_mark.page is not None and \
+                    viol_mark.request == rcell.request and is_last:
+                rcell.culprit = viol_mark
+                rcell.violating = True
+        scalars: list[Change] = []
+        for ch in step.get("changes", []) or []:
+            if not isinstance(ch, Mapping) or not isinstance(ch.get("var"), str):
+                continue
+            name = ch["var"]
+            if _owner_of(name, vars_) != "model" or name == phase:
+                continue
+            dim = vars_.get(name, {}).get("dim")
+            idx = ch.get("index")
+            change = Change(name, ch.get("before"), ch.get("after"))
+            if dim == "request" or (dim is None and isinstance(idx, str)):
+                i = _rnum(idx)
+                if i is not None and i < len(req_cells):
+                    req_cells[i].changes.append(change)
+            elif dim == "page" or (dim is None and isinstance(idx, int)):
+                continue  # the pool row shows pages through the monitor variables
+            else:
+                scalars.append(change)
+        col = Column(index, str(label), req_cells, page_cells, scalars, marks)
+        if is_last and isinstance(violation, Mapping):
+            col.violating = True
+            col.reason = str(violation.get("reason") or trace.get("reason") or "")
+            if viol_step is None:
+                viol_step = index
+        columns.append(col)
+    if violation is None and not trace["steps"]:
+        viol_step = 0
+    untouched = [p for p in pages if p not in touched]
+    model = trace.get("model") or {}
+    return Timeline(
+        model=str(model.get("name", "model")), file=str(model.get("file", "")),
+        sizes=dict(trace.get("sizes") or {}), prop=str(trace.get("property", "")),
+        reason=str(trace.get("reason", "")), requests=requests, pages=pages, columns=columns,
+        phase_var=phase, untouched_pages=untouched, leaks=leaks, violation_step=viol_step,
+        violation_event=viol_mark)
+
+
+def page_ranges(pages: Sequence[int]) -> str:
+    """``[3, 5, 6, 7]`` -> ``"3, 5–7"``."""
+    out: list[str] = []
+    start: int | None = None
+    prev: int | None = None
+    for p in sorted(pages):
+        if start is None:
+            start = prev = p
+        elif prev is not None and p == prev + 1:
+            prev = p
+        else:
+            out.append(str(start) if start == prev else f"{start}–{prev}")
+            start = prev = p
+    if start is not None:
+        out.append(str(start) if start == prev else f"{start}–{prev}")
+    return ", ".join(out)

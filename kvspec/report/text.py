@@ -1,0 +1,115 @@
+"""Human-readable output: verdict lines and counterexamples as per-step diffs.
+
+Colour is used on a terminal only (rich decides from the output stream); piped
+output is plain text with aligned columns.
+"""
+from __future__ import annotations
+
+from typing import IO, Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from kvspec.lang.schema import Schema
+from kvspec.trace import Trace
+from kvspec.verdict import Result, Status, Verdict
+
+_STYLE = {Status.PROVED: "bold green", Status.HOLDS: "green", Status.VIOLATED: "bold red",
+          Status.UNKNOWN: "bold yellow"}
+_MARK = {Status.PROVED: "✔", Status.HOLDS: "✔", Status.VIOLATED: "✘", Status.UNKNOWN: "?"}
+
+
+def make_console(stream: IO[str], color: bool | None = None, width: int | None = None) -> Console:
+    """A console writing to ``stream``; colour only when it is a terminal."""
+    tty = stream.isatty() if hasattr(stream, "isatty") else False
+    force = color if color is not None else None
+    return Console(file=stream, force_terminal=force, no_color=(color is False) or (
+        color is None and not tty), width=width or (None if tty else 110), highlight=False,
+        soft_wrap=False)
+
+
+def sizes_text(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def verdict_line(v: Verdict) -> Text:
+    text = Text()
+    text.append(f"  {_MARK[v.status]} ", style=_STYLE[v.status])
+    text.append(f"{v.prop:<28} ")
+    text.append(v.headline(), style=_STYLE[v.status])
+    if v.status is Status.HOLDS and v.method == "bounded":
+        text.append("  (bounded only: not a proof)", style="yellow")
+    return text
+
+
+def _value(schema: Schema, var: Any, x: Any) -> str:
+    return var.type.fmt(x) if var.type.kind == "ref" else str(var.type.to_json(x))
+
+
+def trace_table(trace: Trace, show_monitor: bool = False) -> Table:
+    """One row per step: action, what changed, events."""
+    schema = trace.system.schema
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
+    table.add_column("step", justify="right", style="dim")
+    table.add_column("action", style="bold cyan", no_wrap=True)
+    table.add_column("changed")
+    table.add_column("events")
+    owners = ("model", "monitor") if show_monitor else ("model",)
+    for st in trace.steps:
+        changes = [(v, i, a, b) for v, i, a, b in st.changes if v.owner in owners]
+        changed = Text()
+        for k, (v, i, a, b) in enumerate(changes):
+            if k:
+                changed.append("\n")
+            changed.append(v.label(i))
+            changed.append(f" {_value(schema, v, a)} → ", style="dim")
+            changed.append(_value(schema, v, b), style="bold")
+        events = Text()
+        bad = st.violation.event if st.violation else None
+        for k, ev in enumerate(st.events):
+            if k:
+                events.append("\n")
+            events.append(ev.text(), style="bold red" if ev == bad else "")
+            if ev == bad:
+                events.append("  ✘", style="bold red")
+        table.add_row(str(st.index), st.instance.label(), changed, events)
+    return table
+
+
+def print_trace(console: Console, trace: Trace, show_monitor: bool = False) -> None:
+    console.print(Text.assemble(("Counterexample", "bold"), f" for {trace.prop} "
+                                f"({len(trace)} steps, {sizes_text(trace.system.sizes)}):"))
+    if trace.steps:
+        console.print(trace_table(trace, show_monitor))
+    console.print(Text.assemble(("  ✘ ", "bold red"), (trace.reason, "red")))
+    console.print()
+
+
+def print_result(console: Console, result: Result, path: str) -> None:
+    system = result.system
+    stats = result.stats
+    head = Text()
+    head.append("kvspec ", style="bold")
+    head.append(f"{system.name} ({path})  {sizes_text(system.sizes)}")
+    console.print(head)
+    detail = f"  {result.engine}: {stats.states:,} states, {stats.transitions:,} transitions, " \
+             f"depth {stats.depth}, {stats.seconds:.2f} s"
+    if stats.states and stats.seconds > 0:
+        detail += f" ({stats.states_per_s:,.0f} states/s)"
+    sym = stats.symmetry
+    if sym.get("reduction_factor") and sym.get("reduction_factor") != 1.0:
+        approx = "" if sym.get("concrete_states_exact", True) else "≈"
+        detail += f"; symmetry ×{sym['reduction_factor']} ({approx}{sym.get('concrete_states', 0):,} " \
+                  "concrete states)"
+    console.print(Text(detail, style="dim"))
+    for reason in sym.get("reasons", []):
+        if reason != "disabled on the command line":
+            console.print(Text(f"  note: {reason}", style="yellow"))
+    for v in result.verdicts:
+        console.print(verdict_line(v))
+    console.print()
+    for v in result.verdicts:
+        if v.trace is not None:
+            print_trace(console, v.trace)

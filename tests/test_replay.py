@@ -117,7 +117,8 @@ def test_to_json_is_serialisable_and_complete() -> None:
     report = replay_trace(make_trace(FREE_BEFORE_DRAIN), device="cpu")
     doc = json.loads(json.dumps(report.to_json()))
     assert doc["format"] == "kvspec-replay/1" and doc["model"] == "HandWritten"
-    assert doc["pool"] == {"pages": 4, "page_size": 4, "heads": 2, "head_dim": 16, "dtype": "float32"}
+    assert doc["pool"] == {"pages": 4, "page_size": 4, "heads": 2, "head_dim": 16, "dtype": "float32",
+                           "earlier_tenant": True}
     assert [s["index"] for s in doc["steps"]] == list(range(1, 8))
     summary = doc["summary"]
     assert summary["leaked"] is True and summary["max_abs_dev"] > 0

@@ -14,6 +14,7 @@ from typing import Callable
 import z3
 
 from kvspec.engines.transition import TransitionSystem, Vars, replay_error
+from kvspec.lang.symmetry import analyse_symmetry
 from kvspec.lang.system import ActionInstance, Property, System
 from kvspec.trace import InternalError, concretize
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
@@ -96,11 +97,18 @@ def check_errors(unroller: Unroller, t: int, deadline: Deadline, engine: str) ->
     return res
 
 
+def build(system: System, *, symmetry: bool, encoding: str = "bv") -> TransitionSystem:
+    """The transition system, with least-fresh-id symmetry breaking over the id spaces
+    the model provably treats interchangeably (:mod:`kvspec.lang.symmetry`)."""
+    report = analyse_symmetry(system, enabled=symmetry)
+    return TransitionSystem(system, encoding, (report.requests, report.pages))
+
+
 def run_bmc(system: System, *, depth: int, timeout: float | None,
             progress: ProgressFn | None = None) -> EngineOutcome:
     """Check every property on all paths of up to ``depth`` steps."""
     deadline = Deadline(timeout)
-    ts = TransitionSystem(system)
+    ts = build(system, symmetry=True)
     unroller = Unroller(ts)
     verdicts: dict[str, Verdict] = {}
     pending: list[Property] = list(system.properties)

@@ -36,7 +36,7 @@ from kvspec.lang.errors import ModelError
 from kvspec.lang.schema import State
 from kvspec.lang.symvalues import domain_constraint, from_z3, z3_const
 from kvspec.lang.system import ActionInstance, Property, System
-from kvspec.lang.types import ValueType
+from kvspec.lang.types import PAGE, REQUEST, ValueType
 from kvspec.trace import InternalError
 
 Vars = list[z3.ExprRef]
@@ -190,7 +190,8 @@ class TransitionSystem:
     variables in the chosen encoding, and :meth:`enc` maps an integer term over
     ``int_cur`` to it."""
 
-    def __init__(self, system: System, encoding: str = "bv") -> None:
+    def __init__(self, system: System, encoding: str = "bv",
+                 symmetry: tuple[bool, bool] = (False, False)) -> None:
         if encoding not in ENCODINGS:
             raise ValueError(f"unknown encoding {encoding!r}")
         self.system = system
@@ -222,6 +223,7 @@ class TransitionSystem:
         self._frames: dict[int, Vars] = {}
         self._template: list[z3.BoolRef] | None = None
         self._template_sel: list[z3.BoolRef] = []
+        self.symmetry = symmetry
 
     # -- building ----------------------------------------------------------------------
     def _encode(self, inst: ActionInstance) -> InstanceEncoding:
@@ -354,8 +356,44 @@ class TransitionSystem:
             ws = self.writers[i]
             out.append(keep if not ws else z3.Or(keep, *[sel[j] for j in ws]))
         out.extend(self.domain(self.nxt))
+        out.extend(self._least_fresh(sel))
         self._template_sel = sel
         self._template = out
+        return out
+
+    def _fresh(self, dim: str, i: int) -> z3.BoolRef:
+        """Id ``i`` of ``dim`` is untouched: its own slots hold their initial values and
+        no reference slot names it. Two untouched ids are interchangeable."""
+        parts: list[z3.BoolRef] = []
+        for v in self.system.schema.vars:
+            if v.dim == dim:
+                slot = v.offset + i
+                parts.append(self.cur[slot] == self.value(slot, self.system.initial[slot]))
+            if v.type.ref_dim == dim:
+                for slot in range(v.offset, v.offset + v.length):
+                    parts.append(self.cur[slot] != self.value(slot, i))
+        return z3.And(*parts) if parts else z3.BoolVal(True)
+
+    def _least_fresh(self, sel: list[z3.BoolRef]) -> list[z3.BoolRef]:
+        """Symmetry breaking for symmetric id spaces: a step may name an untouched id
+        ``i`` only if id ``i - 1`` is touched or named by the same step. Any path can
+        be renamed into one that obeys this (swap ``i`` and ``i - 1`` from that step
+        on; the state is unchanged by the swap), with the same length and verdicts."""
+        out: list[z3.BoolRef] = []
+        for dim, on in ((REQUEST, self.symmetry[0]), (PAGE, self.symmetry[1])):
+            if not on:
+                continue
+            fresh: dict[int, z3.BoolRef] = {}
+            for b, step in zip(sel, self.steps):
+                ids = {a for (_, t), a in zip(step.inst.action.params, step.inst.args)
+                       if t.ref_dim == dim}
+                for i in sorted(ids):
+                    if i == 0 or i - 1 in ids:
+                        continue
+                    for k in (i, i - 1):
+                        if k not in fresh:
+                            fresh[k] = self._fresh(dim, k)
+                    out.append(z3.Implies(b, z3.Not(z3.And(fresh[i], fresh[i - 1]))))
         return out
 
     def trans(self, t: int) -> list[z3.BoolRef]:

@@ -228,6 +228,12 @@ class ConcreteMachine:
                 namespace[name] = value
         namespace["requests"] = range(schema.requests)
         namespace["pages"] = range(schema.pages)
+        known = ", ".join(v.name for v in schema.vars if v.owner == "model")
+
+        def missing(self: Any, name: str) -> Any:
+            raise ModelError(f"unknown state variable {name!r} (the model declares: {known})")
+
+        namespace["__getattr__"] = missing
         proxy_cls = type("State", (), namespace)
         self.proxy = proxy_cls()
         self.proxy._kv_store = self.store
@@ -311,7 +317,7 @@ class ConcreteMachine:
             _DISABLED.__traceback__ = None
             return None
         except ModelError as exc:
-            raise exc.located(*current_location(self.files))
+            raise model_error_from(exc, self.files) from None
         except RecursionError:
             raise
         except Exception as exc:  # a bug in the model body
@@ -357,8 +363,6 @@ class ConcreteMachine:
         push_kernel(self)
         try:
             return fn(self.proxy)
-        except ModelError as exc:
-            raise exc.located(*current_location(self.files))
         except Exception as exc:
             raise model_error_from(exc, self.files) from None
         finally:

@@ -1,6 +1,7 @@
 """Errors a model author can cause, each pointing at a file and line."""
 from __future__ import annotations
 
+import re
 import sys
 import traceback
 from types import TracebackType
@@ -51,6 +52,10 @@ def model_error_from(exc: BaseException, files: set[str]) -> ModelError:
         return exc
     file, line = location_in(exc.__traceback__, files)
     name = type(exc).__name__
+    if isinstance(exc, AttributeError):
+        match = re.match(r"'(?:Sym)?State' object has no attribute '(\w+)'", str(exc))
+        if match:
+            return ModelError(f"unknown state variable {match.group(1)!r}", file, line)
     return ModelError(f"{name}: {exc}", file, line)
 
 

@@ -282,6 +282,8 @@ class Frame:
         return Sym({"Lt": ea < eb, "LtE": ea <= eb, "Gt": ea > eb, "GtE": ea >= eb}[op], BOOL)
 
     def builtin(self, name: str, *args: Any) -> Any:
+        # generators and other one-shot iterables are materialised first
+        args = tuple(list(a) if hasattr(a, "__next__") else a for a in args)
         if all(_concrete(a) for a in args) and not any(
                 isinstance(x, (Sym, SymMask)) for a in args if isinstance(a, (list, tuple))
                 for x in a):

@@ -3,6 +3,7 @@
 from kvspec.pool.kv_data import request_kv, request_query
 from kvspec.pool.page_pool import (
     DEVIATION_TOLERANCE,
+    EARLIER_TENANT,
     Attention,
     Landing,
     PagePool,
@@ -11,22 +12,22 @@ from kvspec.pool.page_pool import (
     PoolError,
     Tag,
     WriteTicket,
+    request_name,
     resolve_device,
 )
-from kvspec.pool.replay import (
+from kvspec.pool.replay import ReplayError, extract_trace, replay_trace
+from kvspec.pool.report import (
     ForeignRead,
     LateWrite,
     OpRecord,
-    ReplayError,
     ReplayReport,
     ReuseHazard,
     StepRecord,
-    extract_trace,
-    replay_trace,
 )
 
 __all__ = [
     "DEVIATION_TOLERANCE",
+    "EARLIER_TENANT",
     "Attention",
     "ForeignRead",
     "Landing",
@@ -45,6 +46,7 @@ __all__ = [
     "extract_trace",
     "replay_trace",
     "request_kv",
+    "request_name",
     "request_query",
     "resolve_device",
 ]

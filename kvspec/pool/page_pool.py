@@ -37,6 +37,7 @@ from kvspec.pool.kv_data import request_kv, request_query
 
 __all__ = [
     "DEVIATION_TOLERANCE",
+    "EARLIER_TENANT",
     "Attention",
     "Landing",
     "PagePool",
@@ -51,6 +52,22 @@ __all__ = [
 
 DEVIATION_TOLERANCE = 1e-5
 """Attention outputs further apart than this count as a leak (own data gives exactly 0)."""
+
+
+EARLIER_TENANT = 1 << 30
+"""Request id of ``T``, the fictitious earlier tenant whose KV fills a seeded pool.
+
+With ``PoolConfig(earlier_tenant=True)`` page ``p`` starts out holding ``T``'s block ``p``
+(like the seed tutorial's ``A_ONLY_p`` strings): T finished before the trace began, its
+pages were freed, and — as in real allocators — its bytes stayed.  A page nobody wrote
+during a trace is then recognisably *someone else's* KV instead of zeros.  T never acts."""
+
+
+def request_name(r: int | None) -> str:
+    """``r3`` for a request, ``T`` for the earlier tenant, ``-`` for none."""
+    if r is None:
+        return "-"
+    return "T" if r == EARLIER_TENANT else f"r{r}"
 
 
 class PoolError(ValueError):
@@ -74,13 +91,14 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
 
 
 def _rid(r: int) -> str:
-    return f"r{r}"
+    return request_name(r)
 
 
 @dataclass(frozen=True)
 class PoolConfig:
     """Shape and placement of a pool.  ``prefill_pages=None`` means as many as ``pages``;
-    ``requests=None`` accepts any non-negative request id."""
+    ``requests=None`` accepts any non-negative request id; ``earlier_tenant=True`` seeds
+    every page with the KV of the earlier tenant ``T`` (see ``EARLIER_TENANT``)."""
 
     pages: int
     page_size: int = 4
@@ -91,6 +109,7 @@ class PoolConfig:
     prefill_pages: int | None = None
     requests: int | None = None
     land_delay_cycles: int = 0
+    earlier_tenant: bool = False
 
     def __post_init__(self) -> None:
         for name in ("pages", "page_size", "heads", "head_dim"):
@@ -118,8 +137,14 @@ class Tag:
     request: int
     block: int
 
+    @property
+    def earlier_tenant(self) -> bool:
+        """The data is the fictitious earlier tenant's (a seeded pool)."""
+        return self.request == EARLIER_TENANT
+
     def __str__(self) -> str:
-        return f"{_rid(self.request)} block {self.block}"
+        who = "tenant T" if self.earlier_tenant else _rid(self.request)
+        return f"{who} block {self.block}"
 
 
 @dataclass(frozen=True)
@@ -243,6 +268,8 @@ class PagePool:
         self._side: torch.cuda.Stream | None = (
             torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
         )
+        if config.earlier_tenant:
+            self._seed_earlier_tenant()
 
     # ------------------------------------------------------------------ queries
     def owner(self, page: int) -> int | None:
@@ -395,6 +422,17 @@ class PagePool:
         return self.attend(request, reads, step)
 
     # ---------------------------------------------------------------- helpers
+    def _seed_earlier_tenant(self) -> None:
+        """Page ``p`` holds ``T``'s block ``p``: K/V, tag and host tag (no owner)."""
+        cfg = self.config
+        positions = range(cfg.pages * cfg.page_size)
+        k, v = request_kv(EARLIER_TENANT, positions, cfg.heads, cfg.head_dim, cfg.dtype, self.device)
+        self.k.copy_(k.view(cfg.pages, *cfg.page_shape))
+        self.v.copy_(v.view(cfg.pages, *cfg.page_shape))
+        self.tags[:, 0] = EARLIER_TENANT
+        self.tags[:, 1] = torch.arange(cfg.pages, dtype=torch.int64, device=self.device)
+        self._host_tags = [Tag(EARLIER_TENANT, p) for p in range(cfg.pages)]
+
     @staticmethod
     def _sdpa(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         # q [H, D]; k, v [S, H, D]  ->  [H, D]

@@ -5,41 +5,41 @@ which the trace of the first VIOLATED verdict is taken), maps every event of eve
 to a ``PagePool`` operation and returns a ``ReplayReport``: per-step evidence (the tag
 found in every page read, late landings, reuse of pages with writes in flight, the
 deviation of each decode attention from the output over the reader's own K/V) and a
-summary.  See ``docs/replay.md``.
+summary.
+
+Two things are added to what the trace says, both on by default, both labelled as such
+in the report (see ``docs/replay.md``):
+
+* ``earlier_tenant``: the pool starts seeded with the KV of ``T``, a fictitious tenant
+  that used every page before the trace began, so a page nobody wrote during the trace
+  is recognisably foreign data (not zeros) when it is read;
+* ``aftermath``: after the last step, writes still in flight into pages their writer no
+  longer owns land, and every page that holds such a late write's bytes unread is read
+  by whoever gets it next (its owner, or a fresh request ``rN`` with ``N = requests``
+  that is allocated the free page and decodes before a write of its own lands).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from kvspec.pool.page_pool import (
-    DEVIATION_TOLERANCE,
-    Attention,
-    PagePool,
-    PageRead,
-    PoolConfig,
-    PoolError,
-    Tag,
+from kvspec.pool.page_pool import Attention, PagePool, PageRead, PoolConfig, PoolError, request_name
+from kvspec.pool.report import (
+    ForeignRead,
+    LateWrite,
+    OpRecord,
+    ReplayReport,
+    ReuseHazard,
+    StepRecord,
+    tag_json,
 )
 
-__all__ = [
-    "ForeignRead",
-    "LateWrite",
-    "OpRecord",
-    "ReplayError",
-    "ReplayReport",
-    "ReuseHazard",
-    "StepRecord",
-    "extract_trace",
-    "replay_trace",
-]
+__all__ = ["ReplayError", "extract_trace", "replay_trace"]
 
-REPLAY_FORMAT = "kvspec-replay/1"
 _PAGE_EVENTS = frozenset({"alloc", "free", "post_write", "land_write", "drain", "read"})
 _BOOKKEEPING = frozenset({"admit", "reject", "abort", "timeout", "finish"})
 _KINDS = _PAGE_EVENTS | _BOOKKEEPING | {"decode"}
@@ -50,184 +50,8 @@ class ReplayError(ValueError):
     """The trace cannot be mapped onto the pool; the message is one line naming the step."""
 
 
-def _rid(r: int | None) -> str | None:
-    return None if r is None else f"r{r}"
-
-
-def _tag_json(tag: Tag | None) -> dict[str, Any] | None:
-    return None if tag is None else {"request": f"r{tag.request}", "block": tag.block}
-
-
-@dataclass(frozen=True)
-class OpRecord:
-    """One pool operation (or an attention computation) and its evidence."""
-
-    op: str
-    request: int
-    page: int | None
-    text: str
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "request": f"r{self.request}", "page": self.page, "text": self.text, **self.detail}
-
-
-@dataclass
-class StepRecord:
-    index: int
-    label: str
-    ops: list[OpRecord] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "label": self.label, "ops": [o.to_json() for o in self.ops]}
-
-
-@dataclass(frozen=True)
-class ForeignRead:
-    """``reader`` read ``page`` as its block ``block`` but the page held ``tag``."""
-
-    step: int
-    reader: int
-    page: int
-    block: int
-    tag: Tag | None
-    inflight_writers: tuple[int, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step, "reader": f"r{self.reader}", "page": self.page, "block": self.block,
-            "tag": _tag_json(self.tag), "inflight_writers": [f"r{w}" for w in self.inflight_writers],
-        }
-
-    def __str__(self) -> str:
-        held = "never written" if self.tag is None else f"holds {self.tag}"
-        return f"step {self.step}: r{self.reader} read page {self.page} as its block {self.block}; {held}"
-
-
-@dataclass(frozen=True)
-class LateWrite:
-    """A write landed in a page its writer no longer owned."""
-
-    step: int
-    writer: int
-    page: int
-    block: int
-    owner: int | None
-    overwrote: Tag | None
-
-    @property
-    def clobbered_owner(self) -> bool:
-        return self.owner is not None and self.owner != self.writer
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step, "writer": f"r{self.writer}", "page": self.page, "block": self.block,
-            "owner": _rid(self.owner), "overwrote": _tag_json(self.overwrote),
-            "clobbered_owner": self.clobbered_owner,
-        }
-
-    def __str__(self) -> str:
-        who = "a free page" if self.owner is None else f"page of r{self.owner}"
-        old = "nothing" if self.overwrote is None else str(self.overwrote)
-        return (f"step {self.step}: r{self.writer} block {self.block} landed in page {self.page} ({who}), "
-                f"overwrote {old}")
-
-
-@dataclass(frozen=True)
-class ReuseHazard:
-    """``request`` was allocated ``page`` while writes of ``writers`` into it were in flight."""
-
-    step: int
-    request: int
-    page: int
-    writers: tuple[int, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "request": f"r{self.request}", "page": self.page,
-                "writers": [f"r{w}" for w in self.writers]}
-
-    def __str__(self) -> str:
-        ws = ", ".join(f"r{w}" for w in self.writers)
-        return f"step {self.step}: page {self.page} allocated to r{self.request} with a write of {ws} in flight"
-
-
-@dataclass
-class ReplayReport:
-    """Evidence of one replay.  ``leaked``: a foreign page was read, a late write clobbered
-    another request's page, or some attention output differs from the own-KV output."""
-
-    model: str | None
-    property_name: str | None
-    reason: str | None
-    device: str
-    config: PoolConfig
-    steps: list[StepRecord] = field(default_factory=list)
-    foreign_reads: list[ForeignRead] = field(default_factory=list)
-    late_writes: list[LateWrite] = field(default_factory=list)
-    reuse_hazards: list[ReuseHazard] = field(default_factory=list)
-    attentions: int = 0
-    max_deviation: float = 0.0
-
-    @property
-    def leaked(self) -> bool:
-        return (
-            bool(self.foreign_reads)
-            or any(w.clobbered_owner for w in self.late_writes)
-            or self.max_deviation > DEVIATION_TOLERANCE
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        cfg = self.config
-        return {
-            "format": REPLAY_FORMAT,
-            "model": self.model,
-            "property": self.property_name,
-            "reason": self.reason,
-            "device": self.device,
-            "pool": {"pages": cfg.pages, "page_size": cfg.page_size, "heads": cfg.heads,
-                     "head_dim": cfg.head_dim, "dtype": str(cfg.dtype).removeprefix("torch.")},
-            "steps": [s.to_json() for s in self.steps],
-            "summary": {
-                "leaked": self.leaked,
-                "foreign_reads": [f.to_json() for f in self.foreign_reads],
-                "late_writes": [w.to_json() for w in self.late_writes],
-                "reuse_hazards": [h.to_json() for h in self.reuse_hazards],
-                "attentions": self.attentions,
-                "max_abs_dev": self.max_deviation,
-            },
-        }
-
-    def render_text(self) -> str:
-        cfg = self.config
-        dtype = str(cfg.dtype).removeprefix("torch.")
-        title = f"replay of {self.model or 'trace'}"
-        if self.property_name:
-            title += f" — {self.property_name}"
-        lines = [title]
-        if self.reason:
-            lines.append(f"  violation: {self.reason}")
-        lines.append(
-            f"pool: {cfg.pages} decode pages x [page_size={cfg.page_size}, heads={cfg.heads}, "
-            f"head_dim={cfg.head_dim}] {dtype} on {self.device}"
-        )
-        for step in self.steps:
-            head = f"step {step.index}"
-            lines.append(f"{head}  {step.label}")
-            lines.extend(f"{' ' * len(head)}  {op.text}" for op in step.ops)
-        lines.append("summary:")
-        lines.append(f"  foreign pages read: {len(self.foreign_reads)}")
-        lines.extend(f"    {f}" for f in self.foreign_reads)
-        lines.append(f"  late writes: {len(self.late_writes)}")
-        lines.extend(f"    {w}" for w in self.late_writes)
-        if self.reuse_hazards:
-            lines.append(f"  pages reused with a write in flight: {len(self.reuse_hazards)}")
-            lines.extend(f"    {h}" for h in self.reuse_hazards)
-        lines.append(f"  max |attn - own| = {self.max_deviation:.4g} over {self.attentions} attention(s)")
-        if self.leaked:
-            lines.append("  LEAK: foreign KV data reached a request's pages or attention")
-        else:
-            lines.append("  no leak: every page read held the reader's own data")
-        return "\n".join(lines)
+def _names(rs: Sequence[int] | tuple[int, ...]) -> str:
+    return ", ".join(request_name(r) for r in rs)
 
 
 # ---------------------------------------------------------------------- parsing
@@ -274,13 +98,15 @@ def _request(value: Any, where: str) -> int:
     raise ReplayError(f"{where}: bad request id {value!r} (expected 'r0', 'r1', ...)")
 
 
-def _event(ev: Any, where: str) -> tuple[str, int, int | None]:
+def _event(ev: Any, where: str, requests: int) -> tuple[str, int, int | None]:
     if not isinstance(ev, Mapping):
         raise ReplayError(f"{where}: event must be an object, got {ev!r}")
     kind = ev.get("kind")
     if kind not in _KINDS:
         raise ReplayError(f"{where}: unknown event kind {kind!r}")
     request = _request(ev.get("request"), f"{where} {kind}")
+    if request >= requests:
+        raise ReplayError(f"{where}: {kind}: request r{request} out of range (requests={requests})")
     page = ev.get("page")
     if kind in _PAGE_EVENTS:
         if isinstance(page, bool) or not isinstance(page, int):
@@ -291,9 +117,12 @@ def _event(ev: Any, where: str) -> tuple[str, int, int | None]:
 
 # ----------------------------------------------------------------------- replay
 class _Replayer:
-    def __init__(self, pool: PagePool, report: ReplayReport) -> None:
+    def __init__(self, pool: PagePool, report: ReplayReport, requests: int) -> None:
         self.pool = pool
         self.report = report
+        self.requests = requests
+        self.freed_at: dict[tuple[int, int], int] = {}
+        self.late_data: dict[int, LateWrite] = {}  # page -> late landing whose bytes sit there unread
 
     def attention(self, step: StepRecord, att: Attention, *, whole_table: bool) -> None:
         r = att.request
@@ -303,30 +132,38 @@ class _Replayer:
         pages = list(att.pages)
         foreign = list(att.foreign_pages)
         what = "whole page table " if whole_table else ""
-        text = f"decode(r{r}) over {what}pages {pages}: "
+        text = f"decode({request_name(r)}) over {what}pages {pages}: "
         text += f"{len(foreign)} foreign {foreign}, " if foreign else "all own, "
         text += f"max |attn - own| = {att.max_abs_dev:.4g}"
         step.ops.append(OpRecord("attend", r, None, text, {
             "pages": pages, "foreign_pages": foreign, "max_abs_dev": att.max_abs_dev,
             "whole_table": whole_table,
         }))
-        self.report.attentions += 1
-        self.report.max_deviation = max(self.report.max_deviation, att.max_abs_dev)
+        rep = self.report
+        if step.aftermath:
+            rep.aftermath_attentions += 1
+            rep.aftermath_max_deviation = max(rep.aftermath_max_deviation, att.max_abs_dev)
+        else:
+            rep.attentions += 1
+            rep.max_deviation = max(rep.max_deviation, att.max_abs_dev)
 
     def page_read(self, step: StepRecord, rd: PageRead) -> None:
         step.ops.append(OpRecord("read", rd.request, rd.page, rd.describe(), {
-            "block": rd.block, "tag": _tag_json(rd.tag), "foreign": rd.foreign,
-            "inflight_writers": [f"r{w}" for w in rd.inflight_writers], "content_ok": rd.content_ok,
+            "block": rd.block, "tag": tag_json(rd.tag), "foreign": rd.foreign,
+            "inflight_writers": [request_name(w) for w in rd.inflight_writers],
+            "content_ok": rd.content_ok,
         }))
+        self.late_data.pop(rd.page, None)  # the late bytes reached a reader: evidence shown
         if rd.foreign:
-            self.report.foreign_reads.append(
-                ForeignRead(step.index, rd.request, rd.page, rd.block, rd.tag, rd.inflight_writers))
+            self.report.foreign_reads.append(ForeignRead(
+                step.index, rd.request, rd.page, rd.block, rd.tag, rd.inflight_writers,
+                aftermath=step.aftermath))
 
     def apply(self, step: StepRecord, kind: str, r: int, p: int | None,
               reads: dict[int, list[PageRead]]) -> None:
         pool = self.pool
         if kind in _BOOKKEEPING:
-            step.ops.append(OpRecord(kind, r, None, f"{kind}(r{r})"))
+            step.ops.append(OpRecord(kind, r, None, f"{kind}({request_name(r)})"))
             return
         if kind == "decode":
             pending = reads.pop(r, None)
@@ -336,17 +173,24 @@ class _Replayer:
                 self.attention(step, pool.attend(r, pending, step.index), whole_table=False)
             return
         assert p is not None
-        op = f"{kind}(r{r}, page {p})"
+        op = f"{kind}({request_name(r)}, page {p})"
         if kind == "alloc":
-            writers = tuple(t.request for t in pool.inflight(p) if t.request != r) if 0 <= p < pool.config.pages else ()
+            writers: tuple[int, ...] = ()
+            if 0 <= p < pool.config.pages:
+                writers = tuple(t.request for t in pool.inflight(p) if t.request != r)
             pool.alloc(r, p)
+            late = self.late_data.get(p)
+            if late is not None and late.writer == r:
+                del self.late_data[p]
             text = op
             if writers:
-                text += f": write of {', '.join(f'r{w}' for w in writers)} still in flight (REUSE BEFORE DRAIN)"
+                text += f": write of {_names(writers)} still in flight (REUSE BEFORE DRAIN)"
                 self.report.reuse_hazards.append(ReuseHazard(step.index, r, p, writers))
-            step.ops.append(OpRecord(kind, r, p, text, {"inflight_writers": [f"r{w}" for w in writers]}))
+            step.ops.append(OpRecord(kind, r, p, text,
+                                     {"inflight_writers": [request_name(w) for w in writers]}))
         elif kind == "free":
             pool.free(r, p)
+            self.freed_at[(r, p)] = step.index
             step.ops.append(OpRecord(kind, r, p, f"{op}: data kept"))
         elif kind == "post_write":
             t = pool.post_write(r, p)
@@ -355,17 +199,7 @@ class _Replayer:
                 text += " (writer does not own the page)"
             step.ops.append(OpRecord(kind, r, p, text, {"block": t.block, "owner": _rid(t.owner)}))
         elif kind == "land_write":
-            land = pool.land_write(r, p)
-            text = f"{op}: block {land.block} landed"
-            if land.late:
-                held = "free" if land.owner is None else f"owned by r{land.owner}"
-                old = "nothing" if land.previous is None else str(land.previous)
-                text += f", LATE: page {held}, overwrote {old}"
-                self.report.late_writes.append(
-                    LateWrite(step.index, r, p, land.block, land.owner, land.previous))
-            step.ops.append(OpRecord(kind, r, p, text, {
-                "block": land.block, "owner": _rid(land.owner), "overwrote": _tag_json(land.previous),
-                "late": land.late}))
+            self._land(step, r, p, op)
         elif kind == "drain":
             t = pool.drain(r, p)
             step.ops.append(OpRecord(kind, r, p, f"{op}: write of block {t.block} cancelled unlanded"))
@@ -373,6 +207,70 @@ class _Replayer:
             rd = pool.read(r, p)
             reads.setdefault(r, []).append(rd)
             self.page_read(step, rd)
+
+    def _land(self, step: StepRecord, r: int, p: int, op: str) -> None:
+        land = self.pool.land_write(r, p)
+        text = f"{op}: block {land.block} landed"
+        old = "nothing" if land.previous is None else str(land.previous)
+        if land.late:
+            freed = self.freed_at.get((r, p))
+            if land.owner is not None:
+                text += f", LATE: page owned by {request_name(land.owner)}, overwrote {old}"
+            else:
+                since = f" ({request_name(r)} freed it at step {freed})" if freed is not None else ""
+                text += (f", LATE: page free{since}, overwrote {old}; page {p} now holds "
+                         f"{request_name(r)}'s KV")
+            late = LateWrite(step.index, r, p, land.block, land.owner, land.previous, freed,
+                             aftermath=step.aftermath)
+            self.report.late_writes.append(late)
+            self.late_data[p] = late
+        else:
+            self.late_data.pop(p, None)
+        step.ops.append(OpRecord("land_write", r, p, text, {
+            "block": land.block, "owner": _rid(land.owner), "overwrote": tag_json(land.previous),
+            "late": land.late}))
+
+    # ---------------------------------------------------------------- aftermath
+    def aftermath(self, index: int) -> None:
+        """Run what the state left by the trace permits next (see the module docstring)."""
+        pool = self.pool
+        stale = [(p, t.request) for p in range(pool.config.pages) for t in pool.inflight(p)
+                 if t.request != pool.owner(p)]
+        if stale:
+            what = ", ".join(f"{request_name(w)} into page {p}" for p, w in stale)
+            record = StepRecord(index, f"the writes still in flight land late: {what}",
+                                aftermath=True)
+            for p, w in stale:
+                self.apply(record, "land_write", w, p, {})
+            self.report.aftermath.append(record)
+            index += 1
+        readers: dict[int, list[int]] = {}
+        fresh = self.requests  # the first id the trace does not use
+        for p in sorted(self.late_data):
+            owner = pool.owner(p)
+            readers.setdefault(fresh if owner is None else owner, []).append(p)
+        for reader, pages in readers.items():
+            name = request_name(reader)
+            what = f"page {pages[0]}" if len(pages) == 1 else f"pages {pages}"
+            if reader == fresh:
+                label = (f"{what} to {name}, a fresh request (not in the trace), which decodes "
+                         "before a write of its own lands")
+            else:
+                label = f"{name}, the owner of {what}, decodes"
+            record = StepRecord(index, label, aftermath=True)
+            if reader == fresh:
+                for p in pages:
+                    self.apply(record, "alloc", reader, p, {})
+            reads = [pool.read(reader, p) for p in pages]
+            for rd in reads:
+                self.page_read(record, rd)
+            self.attention(record, pool.attend(reader, reads, index), whole_table=False)
+            self.report.aftermath.append(record)
+            index += 1
+
+
+def _rid(r: int | None) -> str | None:
+    return None if r is None else request_name(r)
 
 
 def replay_trace(
@@ -384,8 +282,16 @@ def replay_trace(
     head_dim: int = 16,
     dtype: torch.dtype = torch.float32,
     land_delay_cycles: int = 0,
+    earlier_tenant: bool = True,
+    aftermath: bool = True,
 ) -> ReplayReport:
-    """Replay ``trace`` (a kvspec-trace/1 or kvspec-result/1 dict) on a fresh ``PagePool``."""
+    """Replay ``trace`` (a kvspec-trace/1 or kvspec-result/1 dict) on a fresh ``PagePool``.
+
+    ``earlier_tenant``: seed every page with the KV of the fictitious earlier tenant ``T``
+    (else never-written pages hold zeros).  ``aftermath``: after the trace, land the writes
+    still in flight into pages their writer no longer owns and let the next holder of
+    every page with late-written bytes read it (reported separately from the trace).
+    """
     doc = extract_trace(trace)
     pages, requests = _size(doc, "pages"), _size(doc, "requests")
     steps = doc.get("steps")
@@ -393,8 +299,8 @@ def replay_trace(
         raise ReplayError("trace 'steps' must be a list")
     try:
         config = PoolConfig(pages=pages, page_size=page_size, heads=heads, head_dim=head_dim,
-                            dtype=dtype, device=device, requests=requests,
-                            land_delay_cycles=land_delay_cycles)
+                            dtype=dtype, device=device, requests=requests + 1,
+                            land_delay_cycles=land_delay_cycles, earlier_tenant=earlier_tenant)
         pool = PagePool(config)
     except PoolError as exc:
         raise ReplayError(str(exc)) from None
@@ -406,8 +312,9 @@ def replay_trace(
         device=str(pool.device),
         config=config,
     )
-    replayer = _Replayer(pool, report)
+    replayer = _Replayer(pool, report, requests)
     _initial_owners(doc, replayer)
+    last = 0
     for position, step in enumerate(steps, start=1):
         if not isinstance(step, Mapping):
             raise ReplayError(f"step {position}: must be an object, got {type(step).__name__}")
@@ -423,13 +330,19 @@ def replay_trace(
         reads: dict[int, list[PageRead]] = {}
         try:
             for ev in events:
-                kind, r, p = _event(ev, where)
+                kind, r, p = _event(ev, where, requests)
                 replayer.apply(record, kind, r, p, reads)
             for r, pending in reads.items():  # reads not followed by a decode event
                 replayer.attention(record, pool.attend(r, pending, index), whole_table=False)
         except PoolError as exc:
             raise ReplayError(f"{where}: {exc}") from None
         report.steps.append(record)
+        last = max(last, index)
+    if aftermath:
+        try:
+            replayer.aftermath(last + 1)
+        except PoolError as exc:  # pragma: no cover - the aftermath only does possible operations
+            raise ReplayError(f"aftermath: {exc}") from None
     pool.synchronize()
     return report
 
@@ -444,7 +357,11 @@ def _initial_owners(doc: Mapping[str, Any], replayer: _Replayer) -> None:
     try:
         for page, owner in enumerate(owners):
             if owner is not None:
-                replayer.apply(record, "alloc", _request(owner, "initial page_owner"), page, {})
+                r = _request(owner, "initial page_owner")
+                if r >= replayer.requests:
+                    raise ReplayError(f"initial page_owner: request r{r} out of range "
+                                      f"(requests={replayer.requests})")
+                replayer.apply(record, "alloc", r, page, {})
     except PoolError as exc:
         raise ReplayError(f"initial state: {exc}") from None
     if record.ops:

@@ -27,8 +27,8 @@ from kvspec.render.style import (BORDER, CHANGED, DIM, FONT, STALE, VIOLATION, V
 from kvspec.render.timeline import (Column, Mark, PageCell, RequestCell, Timeline,
                                     TraceFormatError, build_timeline, extract_trace, page_ranges)
 
-__all__ = ["TraceFormatError", "build_trace_graph", "extract_trace", "render_trace",
-           "trace_dot", "trace_svg", "DEFAULT_COLUMNS_PER_ROW"]
+__all__ = ["DEFAULT_COLUMNS_PER_ROW", "RenderError", "TraceFormatError", "build_trace_graph",
+           "extract_trace", "render_trace", "trace_dot", "trace_svg"]
 
 #: steps per strip before the picture wraps (8 pages × 15 steps fit in one strip)
 DEFAULT_COLUMNS_PER_ROW = 15
@@ -272,7 +272,7 @@ def _verdict(tl: Timeline) -> str:
     lines.append(_font(tl.reason, 10, bold=True))
     leaks = [lk for lk in tl.leaks]
     if leaks:
-        lines.append(_font("where the KV of another request (or stale KV) was touched:", 9, DIM))
+        lines.append(_font("where KV crossed a request boundary (stale or foreign data, late writes):", 9, DIM))
         for lk in leaks[:8]:
             lines.append(_font(("✘ " if lk.violating else "⚠ ") + lk.text(), 9, VIOLATION))
         if len(leaks) > 8:
@@ -370,5 +370,3 @@ def trace_svg(trace: Mapping[str, Any], *,
     svg: str = pipe(graph, "svg").decode("utf-8")
     return svg
 
-
-__all__ += ["RenderError"]

@@ -1,11 +1,16 @@
-"""Benchmark the tensor page pool: copy bandwidth of post+land, and replay time per step.
+"""Benchmark the tensor page pool (copy bandwidth of post+land, replay time per step) and
+the fuzzing engine that feeds it (model steps per second at requests=8, pages=64).
 
     python benchmarks/pool_bench.py [--device auto|cpu|cuda] [--pages 512] [--page-size 16]
                                     [--heads 8] [--head-dim 128] [--rounds 3] [--steps 100]
+                                    [--fuzz-examples 20]
 
 Prints one table.  Bandwidth counts the K/V payload of every page once (the pool copies
 it twice: prefill page -> staging at post, staging -> decode page at landing).  GPU
-timings are bracketed by ``torch.cuda.synchronize``.  Runs in a few seconds on CPU.
+timings are bracketed by ``torch.cuda.synchronize``.  The fuzz rows run
+``kvspec fuzz``'s engine on models/patched.py (no violation: every example runs its
+50 steps) and on models/buggy_pd.py (time to a shrunk counterexample);
+``--fuzz-examples 0`` skips them.  Runs in well under a minute on CPU.
 """
 
 from __future__ import annotations
@@ -89,6 +94,21 @@ def replay_time(device: str, steps: int) -> tuple[float, bool]:
     return elapsed / steps * 1e3, report.leaked
 
 
+def fuzz_rate(model: str, examples: int, steps: int = 50) -> tuple[float, int, float, str]:
+    """(model steps per second, steps, seconds, verdict text) of a fuzz run at 8 x 64."""
+    from kvspec.engines.fuzz import run_fuzz
+    from kvspec.testing import load
+
+    root = Path(__file__).resolve().parents[1]
+    props = None if "patched" in model else ["no-read-beyond-written"]
+    system = load(root / "models" / model, sizes={"requests": 8, "pages": 64}, properties=props)
+    start = time.perf_counter()
+    outcome = run_fuzz(system, max_examples=examples, steps=steps, seed=0)
+    seconds = time.perf_counter() - start
+    v = outcome.verdicts[0]
+    return outcome.stats.states / seconds, outcome.stats.states, seconds, v.headline()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -98,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--fuzz-examples", type=int, default=20)
     args = parser.parse_args(argv)
 
     try:
@@ -115,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         (f"post+land {args.pages} pages (K+V payload)", f"{gbps:.2f} GB/s ({secs * 1e3:.1f} ms/round)"),
         (f"replay, synthetic {args.steps}-step trace", f"{ms_per_step:.3f} ms/step (leaked={leaked})"),
     ]
+    if args.fuzz_examples > 0:
+        rate, n, secs, _ = fuzz_rate("patched.py", args.fuzz_examples)
+        rows.append((f"fuzz patched 8x64, {args.fuzz_examples} examples x 50",
+                     f"{rate:,.0f} model steps/s ({n:,} steps, {secs:.1f} s)"))
+        _, n, secs, verdict = fuzz_rate("buggy_pd.py", args.fuzz_examples)
+        rows.append(("fuzz buggy_pd 8x64, no-read-beyond-written", f"{verdict} in {secs:.1f} s"))
     width = max(len(k) for k, _ in rows)
     print(f"{'metric':<{width}}  value")
     print(f"{'-' * width}  {'-' * 40}")

@@ -19,6 +19,8 @@ from kvspec.trace import InternalError
 from kvspec.verdict import EXIT_UNKNOWN, EXIT_USAGE, EngineOutcome, Result
 
 ENGINES = ("auto", "explicit", "bmc", "kind", "pdr")
+#: a kvspec bug (e.g. a solver counterexample that does not replay): loud, never a verdict
+EXIT_INTERNAL = 70
 
 
 def _display(path: str | None) -> str | None:
@@ -107,7 +109,7 @@ def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     except InternalError as exc:
         progress.done()
         err.write(f"kvspec: INTERNAL ERROR (a bug in kvspec, please report it): {exc}\n")
-        return 70
+        return EXIT_INTERNAL
     progress.done()
     result = Result(system, outcome.engine or args.engine, outcome.verdicts, outcome.stats)
     if args.json:
@@ -171,7 +173,7 @@ def cmd_render(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         return EXIT_USAGE
     from kvspec.render.trace_graph import TraceFormatError, extract_trace, render_trace
     try:
-        trace = extract_trace(data)
+        trace = extract_trace(data, prop=args.property)
         path = render_trace(trace, Path(args.output))
     except TraceFormatError as exc:
         err.write(f"kvspec: error: {args.trace}: {exc}\n")
@@ -214,7 +216,9 @@ def cmd_replay(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         err.write("kvspec: error: replay needs torch: pip install 'kvspec[replay]'\n")
         return EXIT_USAGE
     try:
-        report = replay_trace(data, device=args.device)
+        report = replay_trace(data, device=args.device, prop=args.property,
+                              aftermath=not args.no_aftermath,
+                              earlier_tenant=not args.no_tenant)
     except (ReplayError, ValueError) as exc:
         err.write(f"kvspec: error: {args.trace}: {exc}\n")
         return EXIT_USAGE
@@ -222,9 +226,8 @@ def cmd_replay(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         json.dump(report.to_json(), out, indent=2)
         out.write("\n")
     else:
-        out.write(report.render_text())
-        if not report.render_text().endswith("\n"):
-            out.write("\n")
+        text = report.render_text()
+        out.write(text if text.endswith("\n") else text + "\n")
     return 1 if report.leaked else 0
 
 
@@ -239,6 +242,9 @@ def cmd_fuzz(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                            seed=args.seed, timeout=args.timeout)
     except ModelError as exc:
         return _error(err, exc)
+    except InternalError as exc:
+        err.write(f"kvspec: INTERNAL ERROR (a bug in kvspec, please report it): {exc}\n")
+        return EXIT_INTERNAL
     result = Result(system, "fuzz", outcome.verdicts, outcome.stats)
     if args.json:
         json.dump(result.to_json(), out, indent=2)
@@ -308,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("render", help="draw a counterexample trace")
     r.add_argument("trace", help="a kvspec-trace/1 or kvspec-result/1 JSON file")
     r.add_argument("-o", "--output", required=True, help="out.svg, .png, .pdf or .dot")
+    r.add_argument("--property", metavar="NAME",
+                   help="from a result file, draw this property's counterexample "
+                        "(default: the first violated one)")
     r.set_defaults(func=cmd_render)
 
     g = sub.add_parser("graph", help="draw the reachable state graph of a small configuration")
@@ -321,6 +330,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("trace", help="a kvspec-trace/1 or kvspec-result/1 JSON file")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--json", action="store_true", help="print the replay report as JSON")
+    p.add_argument("--property", metavar="NAME",
+                   help="from a result file, replay this property's counterexample")
+    p.add_argument("--no-aftermath", action="store_true",
+                   help="do not show what the pool state left by the trace permits next")
+    p.add_argument("--no-tenant", action="store_true",
+                   help="start from zeroed pages instead of an earlier tenant's stale KV")
     p.set_defaults(func=cmd_replay)
 
     f = sub.add_parser("fuzz", help="randomised exploration with shrinking (Hypothesis)")

@@ -288,3 +288,42 @@ def test_property_foreign_iff_landed_data_is_not_readers_block(device: str, data
             expect = tuple(q for i, q in enumerate(tables[r]) if landed[q] != Tag(r, i))
             assert att.foreign_pages == expect
             assert (att.max_abs_dev == 0.0) == (not expect)
+
+
+# ------------------------------------------------------------ earlier tenant
+@pytest.mark.parametrize("device", DEVICES)
+def test_earlier_tenant_seeds_every_page_recognisably(device: str) -> None:
+    from kvspec.pool import EARLIER_TENANT, request_name
+
+    pool = make_pool(device, pages=3, earlier_tenant=True)
+    assert [pool.tag(p) for p in range(3)] == [Tag(EARLIER_TENANT, p) for p in range(3)]
+    assert all(pool.owner(p) is None for p in range(3))  # T finished: its pages are free
+    tk, _ = request_kv(EARLIER_TENANT, range(4, 8), 2, 16, device=pool.device)
+    assert torch.equal(pool.k[1], tk)
+    pool.alloc(0, 1)
+    rd = pool.read(0, 1)
+    assert rd.foreign and rd.content_ok and rd.tag is not None and rd.tag.earlier_tenant
+    assert rd.describe() == "read(r0, page 1): holds tenant T block 1 (FOREIGN)"
+    assert pool.attend(0, [rd]).max_abs_dev > 0
+    write(pool, 0, 1)
+    assert pool.decode(0).max_abs_dev == 0.0  # the tenant's bytes are overwritten by r0's
+    assert request_name(EARLIER_TENANT) == "T" and request_name(3) == "r3" and request_name(None) == "-"
+
+
+def test_pool_driver_maps_events_and_checks_ids() -> None:
+    from kvspec.pool import PoolDriver
+
+    driver = PoolDriver(PoolConfig(pages=4, requests=3, device="cpu"), requests=2, model="M")
+    driver.initial_owners([None, 1, None, None])
+    rec = driver.step(1, "serve(r1)", [("post_write", 1, 1), ("land_write", 1, 1), ("read", 1, 1),
+                                       ("decode", 1, None)])
+    assert [o.op for o in rec.ops] == ["post_write", "land_write", "read", "attend"]
+    assert rec.ops[-1].detail["max_abs_dev"] == 0.0
+    with pytest.raises(PoolError, match="out of range"):
+        driver.step(2, "bad", [("admit", 2, None)])  # r2 is reserved for the aftermath
+    with pytest.raises(PoolError, match="unknown event kind"):
+        driver.step(2, "bad", [("teleport", 0, 0)])
+    report = driver.finish()
+    assert [s.index for s in report.steps] == [0, 1] and not report.leaked and report.model == "M"
+    with pytest.raises(PoolError, match="at least 3"):
+        PoolDriver(PoolConfig(pages=4, requests=2, device="cpu"), requests=2)

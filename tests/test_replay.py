@@ -234,3 +234,75 @@ def test_replay_does_not_mutate_the_trace() -> None:
     before = copy.deepcopy(trace)
     replay_trace(trace, device="cpu")
     assert trace == before
+
+
+# ------------------------------------------------------ tenant and aftermath
+# r0's write is still in flight when r0 frees the page; the trace ends there
+FREED_IN_FLIGHT = FREE_BEFORE_DRAIN[:3]
+# ... and here the late write lands in the free page before the trace ends
+LANDED_IN_FREE_PAGE = FREE_BEFORE_DRAIN[:3] + [("late_landing(r0, page 0)", [ev("land_write", 0, 0)])]
+
+
+def test_unwritten_pages_hold_the_earlier_tenant_unless_disabled() -> None:
+    stale = [("prealloc(r1)", [ev("alloc", 1, 2)]), ("decode(r1)", [ev("read", 1, 2), ev("decode", 1)])]
+    seeded = replay_trace(make_trace(stale), device="cpu")
+    (f,) = seeded.foreign_reads
+    assert f.tag is not None and f.tag.earlier_tenant and f.tag.block == 2
+    assert "read(r1, page 2): holds tenant T block 2 (FOREIGN)" in seeded.render_text()
+    assert seeded.to_json()["summary"]["foreign_reads"][0]["tag"] == {"request": "T", "block": 2}
+    plain = replay_trace(make_trace(stale), device="cpu", earlier_tenant=False)
+    (g,) = plain.foreign_reads
+    assert g.tag is None and "never written (FOREIGN)" in plain.render_text()
+    assert plain.max_deviation > 0 and "earlier tenant" not in plain.render_text()
+
+
+def test_late_write_into_a_free_page_is_read_by_a_fresh_request_in_the_aftermath() -> None:
+    report = replay_trace(make_trace(LANDED_IN_FREE_PAGE, prop="no-reuse-before-drain"), device="cpu")
+    (late,) = report.late_writes
+    assert (late.step, late.owner, late.freed_step, late.aftermath) == (4, None, 3, False)
+    assert report.leaked and report.leaked_in_trace and report.trace_foreign_reads == []
+    (after,) = report.aftermath
+    assert after.aftermath and after.index == 5 and [o.op for o in after.ops] == ["alloc", "read", "attend"]
+    (read,) = report.aftermath_foreign_reads
+    assert (read.reader, read.page, read.tag) == (2, 0, Tag(0, 0)) and str(read).startswith("aftermath:")
+    assert report.aftermath_attentions == 1 and report.aftermath_max_deviation > 0
+    doc = report.to_json()
+    assert doc["aftermath"][0]["aftermath"] is True and doc["summary"]["late_writes"][0]["freed_step"] == 3
+    assert doc["summary"]["foreign_reads"][0]["aftermath"] is True
+    text = report.render_text()
+    assert "LATE: page free (r0 freed it at step 3)" in text and "page 0 now holds r0's KV" in text
+    assert "after 1  page 0 to r2, a fresh request (not in the trace)" in text
+    assert "foreign pages read: 0 in the trace, 1 in the aftermath" in text
+
+
+def test_write_still_in_flight_at_the_end_lands_in_the_aftermath() -> None:
+    report = replay_trace(make_trace(FREED_IN_FLIGHT), device="cpu")
+    assert not report.leaked_in_trace and report.leaked
+    land, read = report.aftermath
+    assert land.label == "the writes still in flight land late: r0 into page 0"
+    (late,) = report.late_writes
+    assert late.aftermath and late.owner is None and late.freed_step == 3
+    assert read.ops[1].detail["tag"] == {"request": "r0", "block": 0}
+    assert "the trace leaves a write in flight" in report.render_text()
+
+
+def test_aftermath_can_be_turned_off_and_stays_out_of_clean_runs() -> None:
+    report = replay_trace(make_trace(LANDED_IN_FREE_PAGE), device="cpu", aftermath=False)
+    assert report.aftermath == [] and report.leaked  # the late write itself is evidence
+    clean = replay_trace(make_trace(DRAIN_BEFORE_FREE), device="cpu")
+    assert clean.aftermath == [] and "aftermath" not in clean.render_text()
+
+
+def test_replay_selects_a_property_from_a_result_document() -> None:
+    first = make_trace(FREE_BEFORE_DRAIN, prop="no-reuse-before-drain")
+    second = make_trace(REJECTED_CONTINUES, prop="no-decode-after-rejection")
+    result = {"format": "kvspec-result/1", "verdicts": [
+        {"property": "no-reuse-before-drain", "status": "VIOLATED", "trace": first},
+        {"property": "no-decode-after-rejection", "status": "VIOLATED", "trace": second}]}
+    assert replay_trace(result, device="cpu").property_name == "no-reuse-before-drain"
+    chosen = replay_trace(result, device="cpu", prop="no-decode-after-rejection")
+    assert chosen.property_name == "no-decode-after-rejection"
+    with pytest.raises(ReplayError, match="no VIOLATED verdict for 'rejection-is-terminal'"):
+        replay_trace(result, device="cpu", prop="rejection-is-terminal")
+    with pytest.raises(ReplayError, match="not 'rejection-is-terminal'"):
+        replay_trace(first, device="cpu", prop="rejection-is-terminal")

@@ -4,14 +4,17 @@
 ``hypothesis.stateful.RuleBasedStateMachine`` class:
 
 * **one rule per action**, named after it, whose keyword arguments are the action's
-  parameters.  Each parameter has its own strategy: a ``sampled_from`` over the values
-  of its domain that, together with the parameters drawn before it, extend to an
-  *enabled* instance in the current state.  Nothing is drawn and then rejected, so a
-  pool of ``requests x pages`` instances costs no more than the few that are enabled,
-  and shrinking moves every parameter towards the smallest id (``r0``, ``page 0``).
+  parameters.  Each parameter has a precomputed strategy over its domain; when the
+  value drawn (with the parameters drawn before it) extends to no *enabled* instance,
+  it is drawn again among the values that do.  Nothing is drawn and then rejected, so
+  ``requests x pages`` instances cost no more than the few that are enabled, and
+  shrinking moves every parameter towards the smallest id (``r0``, ``page 0``).
 * **preconditions = guards**: a rule is valid when some instance of its action is
-  enabled (``system.step`` is not None).  The enabled instances of a state are computed
-  once per action, with the hoisted guards the explicit engine uses, and cached.
+  enabled (``system.step`` is not None), decided by trying instances — a group at a
+  time per value of the action's hoisted guard, as the explicit engine does — until
+  one is enabled, and cached per state.  Rules are chosen uniformly among the valid
+  ones (no swarm testing, see ``ModelMachine.swarm``); ``no_action_enabled`` is the
+  no-op rule of a state where nothing is.
 * **invariants = the properties**: one ``@invariant`` per checked property, failing with
   :class:`PropertyViolation` (reason and concrete schedule in the message) when the last
   step's events made its monitor fire, or a model invariant fails.
@@ -36,11 +39,12 @@ from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition,
 
 from kvspec.lang.schema import State
 from kvspec.lang.system import ActionDef, ActionInstance, StepResult, System
+from kvspec.lang.types import PAGE, REQUEST
 from kvspec.trace import concretize
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
 
-__all__ = ["FuzzCounters", "ModelMachine", "PropertyViolation", "fuzz_settings", "run_fuzz",
-           "state_machine"]
+__all__ = ["FuzzCounters", "ModelMachine", "PropertyViolation", "fuzz_settings",
+           "minimize_schedule", "run_fuzz", "state_machine"]
 
 
 class PropertyViolation(AssertionError):
@@ -58,9 +62,16 @@ class PropertyViolation(AssertionError):
                          f"{steps or '  (the initial state)'}")
 
 
-class _OutOfTime(BaseException):
-    """Raised from a rule when the fuzzing deadline has passed.  A BaseException, so that
-    Hypothesis does not take it for a test failure and stops at once."""
+class _OutOfTime(KeyboardInterrupt):
+    """Raised from a rule when the fuzzing deadline has passed or (``shrink_budget``)
+    Hypothesis' shrinking has used up its budget of model steps.  Hypothesis lets a KeyboardInterrupt
+    through at once without recording the cut-short example (any other exception would
+    be a test failure, or make the run look flaky); ``_search`` catches this subclass
+    only, so a real Ctrl-C still stops everything."""
+
+    def __init__(self, shrink_budget: bool) -> None:
+        super().__init__("shrink budget spent" if shrink_budget else "fuzzing deadline passed")
+        self.shrink_budget = shrink_budget
 
 
 @dataclass
@@ -72,25 +83,70 @@ class FuzzCounters:
     longest: int = 0
     failures: list[tuple[list[ActionInstance], list[str]]] = field(default_factory=list)
     deadline: float | None = None
+    shrink_steps: int | None = None  # Hypothesis may run this many steps after a failure
+    shrink_limit: int | None = None  # ... that is, up to this value of ``steps``
+
+    def check_budget(self) -> None:
+        """Raise _OutOfTime when the deadline or the shrink budget is spent.  The shrink
+        budget counts steps, not seconds, so a seeded run is reproducible."""
+        if self.shrink_limit is not None and self.steps >= self.shrink_limit:
+            raise _OutOfTime(shrink_budget=True)
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise _OutOfTime(shrink_budget=False)
+
+
+@dataclass
+class _Tables:
+    """Per-system lookups for drawing instances, built once per generated class."""
+
+    domains: list[list[list[Any]]]                   # action -> parameter -> values
+    domain_strategies: list[list[st.SearchStrategy[Any]]]
+    instance_of: list[dict[tuple[Any, ...], ActionInstance]]
+    groups: list[list[tuple[tuple[Any, ...], list[ActionInstance]]]]  # by hoisted-guard values
+    sampled: dict[tuple[Any, ...], st.SearchStrategy[Any]] = field(default_factory=dict)
+    arguments: dict[str, st.SearchStrategy[Any]] = field(default_factory=dict)  # per rule
+    rule_index: st.SearchStrategy[int] | None = None
+
+    @classmethod
+    def build(cls, system: System) -> _Tables:
+        index_of = {id(a): i for i, a in enumerate(system.actions)}
+        domains = [[[t.decode(x) for x in t.domain()] for _, t in a.params] for a in system.actions]
+        instances: list[list[ActionInstance]] = [[] for _ in system.actions]
+        for inst in system.instances:
+            instances[index_of[id(inst.action)]].append(inst)
+        groups = [list(g) for _, g in system.batches()]
+        return cls(domains, [[st.sampled_from(d) for d in ds] for ds in domains],
+                   [{i.args: i for i in insts} for insts in instances], groups)
+
+    def sampled_from(self, values: tuple[Any, ...]) -> st.SearchStrategy[Any]:
+        strat = self.sampled.get(values)
+        if strat is None:
+            if len(self.sampled) > 4096:
+                self.sampled.clear()
+            strat = self.sampled[values] = st.sampled_from(values)
+        return strat
+
+
+_Outcome = tuple[State, list[Any], list[Any]]
+_Fixed = tuple[tuple[int, Any], ...]  # (parameter position, value), in position order
 
 
 class ModelMachine(RuleBasedStateMachine):
     """Base class of the machines :func:`state_machine` generates.
 
     ``state`` is the model state, ``schedule`` the instances run so far, ``last`` the
-    last :class:`StepResult`.  Subclasses may override :meth:`after_step` to drive
-    something else in lockstep (``tests/test_lockstep.py`` drives the tensor pool).
+    last :class:`StepResult`, ``violated`` the properties the last step violated.
+    Subclasses may override :meth:`after_step` to drive something else in lockstep
+    (``tests/test_lockstep.py`` drives the tensor page pool).
     """
 
     system: ClassVar[System]
     checked: ClassVar[tuple[str, ...]] = ()
     checked_invariants: ClassVar[bool] = False  # some checked property is a model invariant
     counters: ClassVar[FuzzCounters | None] = None
-    # filled by state_machine(): action -> parameter -> {value: position in its domain},
-    # action -> {args: instance}, and a cache of sampled_from strategies
-    domain_order: ClassVar[list[list[dict[Any, int]]]] = []
-    instance_of: ClassVar[list[dict[tuple[Any, ...], ActionInstance]]] = []
-    sampled_cache: ClassVar[dict[tuple[Any, ...], st.SearchStrategy[Any]]] = {}
+    swarm: ClassVar[bool] = False  # Hypothesis' swarm testing (rules switched off per example)
+    tables: ClassVar[_Tables]
+    rule_order: ClassVar[list[Any] | None] = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -100,118 +156,165 @@ class ModelMachine(RuleBasedStateMachine):
         self.last: StepResult | None = None
         self.violated: dict[str, str] = {}  # property -> reason, caused by the last step
         self._cached_for: State | None = None
-        self._enabled: dict[int, dict[tuple[Any, ...], tuple[State, list[Any], list[Any]]]] = {}
-        self._any: dict[int, bool] = {}
-        self._drawing: int | None = None  # the action whose parameters are being drawn
-        self._drawn: dict[int, Any] = {}
+        self._outcomes: dict[tuple[int, tuple[Any, ...]], _Outcome | None] = {}
+        self._viable: dict[tuple[int, _Fixed], bool] = {}
+        self._guards: dict[tuple[int, tuple[Any, ...]], bool] = {}
+        self._drawing: int | None = None  # the action whose arguments are being drawn
+        self._drawn: tuple[Any, ...] = ()
         self._session = ExitStack()
         self._session.enter_context(cls.system.machine.session())
-        self._initial_invariants()
+        if not cls.swarm:
+            # one uniform choice among the rules that can run: a lifecycle needs every
+            # action, and swarm testing would switch some off for a whole example.
+            # _rules_strategy is Hypothesis-private (read by run_state_machine_as_test
+            # since 2019); should a release stop reading it, runs fall back to swarm
+            # testing: still correct, less thorough.
+            self._rules_strategy = _choose_rule()  # type: ignore[assignment]
+        if cls.checked_invariants:
+            for name in cls.system.failed_invariants(self.state):
+                self.violated[name] = f"invariant {name} fails in the initial state"
         if cls.counters is not None:
             cls.counters.examples += 1
 
     def teardown(self) -> None:
         self._session.close()
 
-    # ----------------------------------------------------------------- hooks
     def after_step(self, result: StepResult) -> None:
-        """Called after every executed step (before the invariants run)."""
+        """Hook: called after every executed step, before the invariants run."""
+
+    @classmethod
+    def ordered_rules(cls, machine: ModelMachine) -> list[Any]:
+        """The rules in model order: the actions as declared, then the no-op rule."""
+        if cls.rule_order is None:
+            rank = {name: i for i, name in enumerate(vars(cls))}
+            cls.rule_order = sorted(machine.rules,
+                                    key=lambda r: rank.get(r.function.__name__, len(rank)))
+        return cls.rule_order
 
     # ---------------------------------------------------------- enabledness
     def _fresh(self) -> None:
         if self._cached_for is not self.state:
             self._cached_for = self.state
-            self._enabled = {}
-            self._any = {}
+            self._outcomes = {}
+            self._viable = {}
+            self._guards = {}
 
-    def enabled(self, ai: int) -> dict[tuple[Any, ...], tuple[State, list[Any], list[Any]]]:
-        """The enabled instances of action ``ai`` in the current state: args -> outcome."""
+    def outcome(self, ai: int, args: tuple[Any, ...]) -> _Outcome | None:
+        """Successor, events and violations of an instance, or None when disabled."""
         self._fresh()
-        got = self._enabled.get(ai)
-        if got is None:
-            got = {}
-            system = type(self).system
-            machine = system.machine
-            state = self.state
-            guard, groups = system.batches()[ai]
-            for gkey, group in groups:
-                if guard is not None and not machine.guard(state, guard, gkey):
-                    continue
-                for inst in group:
-                    out = machine.step(state, inst.action.fast or inst.action.fn, inst.args)
-                    if out is not None:
-                        got[inst.args] = out
-            self._enabled[ai] = got
-            self._any[ai] = bool(got)
-        return got
+        key = (ai, args)
+        if key in self._outcomes:
+            return self._outcomes[key]
+        inst = type(self).tables.instance_of[ai][args]
+        action = inst.action
+        out = None
+        if action.guard is None or self._guard(ai, tuple(args[k] for k in action.guard[1])):
+            out = type(self).system.machine.step(self.state, action.fast or action.fn, args)
+        self._outcomes[key] = out
+        return out
 
-    def has_enabled(self, ai: int) -> bool:
-        """Whether some instance of action ``ai`` is enabled (stops at the first)."""
+    def _guard(self, ai: int, gkey: tuple[Any, ...]) -> bool:
+        key = (ai, gkey)
+        ok = self._guards.get(key)
+        if ok is None:
+            guard = type(self).system.actions[ai].guard
+            assert guard is not None
+            ok = self._guards[key] = type(self).system.machine.guard(self.state, guard[0], gkey)
+        return ok
+
+    def viable(self, ai: int, fixed: _Fixed = ()) -> bool:
+        """Whether some enabled instance of action ``ai`` has the parameter values
+        ``fixed``; stops at the first one found (cached per state).  Instances are
+        visited in groups sharing the values of the action's hoisted guard, and a group
+        whose guard fails is skipped whole."""
         self._fresh()
-        known = self._any.get(ai)
-        if known is not None:
-            return known
-        system = type(self).system
-        machine = system.machine
-        state = self.state
-        guard, groups = system.batches()[ai]
+        key = (ai, fixed)
+        hit = self._viable.get(key)
+        if hit is not None:
+            return hit
+        tables = type(self).tables
+        if len(fixed) == len(tables.domains[ai]):
+            found = self.outcome(ai, tuple(v for _, v in fixed)) is not None
+            self._viable[key] = found
+            return found
+        action = type(self).system.actions[ai]
+        machine = type(self).system.machine
+        fn = action.fast or action.fn
+        positions = action.guard[1] if action.guard is not None else []
+        given = dict(fixed)
         found = False
-        for gkey, group in groups:
-            if guard is not None and not machine.guard(state, guard, gkey):
-                continue
-            for inst in group:
-                if machine.step(state, inst.action.fast or inst.action.fn, inst.args) is not None:
+        outcomes = self._outcomes
+        state = self.state
+        for gkey, insts in tables.groups[ai]:
+            if positions:
+                if any(k in given and given[k] != g for k, g in zip(positions, gkey)):
+                    continue
+                if not self._guard(ai, gkey):
+                    continue
+            for inst in insts:
+                args = inst.args
+                if fixed and any(args[j] != v for j, v in fixed):
+                    continue
+                okey = (ai, args)
+                if okey in outcomes:
+                    out = outcomes[okey]
+                else:
+                    out = outcomes[okey] = machine.step(state, fn, args)
+                if out is not None:
                     found = True
                     break
             if found:
                 break
-        self._any[ai] = found
+        self._viable[key] = found
         return found
 
-    def deadlocked(self) -> bool:
-        return not any(self.has_enabled(ai) for ai in range(len(type(self).system.actions)))
+    def has_enabled(self, ai: int) -> bool:
+        """Whether some instance of action ``ai`` is enabled: the rule's precondition."""
+        return self.viable(ai)
 
-    def param_strategy(self, ai: int, j: int) -> st.SearchStrategy[Any]:
-        """Values of parameter ``j`` of action ``ai`` that, with the parameters of this
-        rule drawn before it (Hypothesis draws them in name order), extend to an enabled
-        instance — in domain order, so that shrinking goes to the smallest."""
+    def deadlocked(self) -> bool:
+        """No action is enabled: the precondition of the no-op rule."""
+        return not any(self.viable(ai) for ai in range(len(type(self).system.actions)))
+
+    def draw_args(self, draw: Callable[..., Any], ai: int) -> tuple[Any, ...]:
+        """Draw the parameters of an enabled instance of action ``ai``, in order.
+
+        Each parameter is first drawn from its whole domain (one precomputed strategy
+        per parameter); when no enabled instance has that value (with the values drawn
+        before it), it is drawn again among the values that have one.  Both draws
+        shrink to the smallest value: ``r0``, ``page 0``."""
+        tables = type(self).tables
+        fixed: _Fixed = ()
+        for j, strategy in enumerate(tables.domain_strategies[ai]):
+            v = draw(strategy)
+            if not self.viable(ai, fixed + ((j, v),)):
+                options = tuple(u for u in tables.domains[ai][j]
+                                if self.viable(ai, fixed + ((j, u),)))
+                v = draw(tables.sampled_from(options))
+            fixed += ((j, v),)
+        return tuple(v for _, v in fixed)
+
+    def argument(self, draw: Callable[..., Any], ai: int, j: int) -> Any:
+        """Parameter ``j`` of the instance being drawn for rule ``ai``: the first
+        argument Hypothesis asks for draws the whole instance."""
         if self._drawing != ai:
             self._drawing = ai
-            self._drawn = {}
-        drawn = tuple(self._drawn.items())
-        values = {args[j] for args in self.enabled(ai)
-                  if all(args[k] == v for k, v in drawn)}
-        cls = type(self)
-        order = cls.domain_order[ai][j]
-        cands = tuple(sorted(values, key=order.__getitem__))
-        strat = cls.sampled_cache.get(cands)
-        if strat is None:
-            if len(cls.sampled_cache) > 4096:
-                cls.sampled_cache.clear()
-            strat = cls.sampled_cache[cands] = st.sampled_from(cands)
-        return strat.map(lambda v: self._note(j, v))
-
-    def _note(self, j: int, value: Any) -> Any:
-        self._drawn[j] = value
-        return value
+            self._drawn = self.draw_args(draw, ai)
+        return self._drawn[j]
 
     # ------------------------------------------------------------- stepping
     def run_action(self, ai: int, args: tuple[Any, ...]) -> None:
+        """Execute the instance ``args`` of action ``ai`` (the body of its rule)."""
         cls = type(self)
         counters = cls.counters
-        if counters is not None and counters.deadline is not None \
-                and time.monotonic() > counters.deadline:
-            raise _OutOfTime()
+        if counters is not None:
+            counters.check_budget()
         self._drawing = None
-        system = cls.system
-        out = self.enabled(ai).get(args)
-        inst = cls.instance_of[ai][args]
-        if out is None:  # not drawn from the enabled set (e.g. an explicit example)
-            res = system.step(self.state, inst)
-            if res is None:
-                raise AssertionError(f"kvspec fuzz: {inst.label()} is not enabled")
-        else:
-            res = StepResult(inst, out[0], out[1], out[2])
+        inst = cls.tables.instance_of[ai][args]
+        out = self.outcome(ai, args)
+        if out is None:
+            raise AssertionError(f"kvspec fuzz: {inst.label()} is not enabled")
+        res = StepResult(inst, out[0], out[1], out[2])
         self.state = res.state
         self.schedule.append(inst)
         self.last = res
@@ -219,19 +322,12 @@ class ModelMachine(RuleBasedStateMachine):
         for prop, reason, _ev in res.violations:
             self.violated.setdefault(prop, reason)
         if cls.checked_invariants:
-            for name in system.failed_invariants(res.state):
+            for name in cls.system.failed_invariants(res.state):
                 self.violated.setdefault(name, f"invariant {name} fails after {inst.label()}")
         if counters is not None:
             counters.steps += 1
             counters.longest = max(counters.longest, len(self.schedule))
         self.after_step(res)
-
-    def _initial_invariants(self) -> None:
-        system = type(self).system
-        self.violated = {}
-        if type(self).checked_invariants:
-            for name in system.failed_invariants(self.state):
-                self.violated[name] = f"invariant {name} fails in the initial state"
 
     def check_property(self, prop: str) -> None:
         """The body of the generated invariant of ``prop``."""
@@ -240,9 +336,55 @@ class ModelMachine(RuleBasedStateMachine):
         cls = type(self)
         props = [p for p in cls.checked if p in self.violated]
         reasons = [self.violated[p] for p in props]
-        if cls.counters is not None:
-            cls.counters.failures.append((list(self.schedule), props))
+        counters = cls.counters
+        if counters is not None:
+            counters.failures.append((list(self.schedule), props))
+            if counters.shrink_limit is None and counters.shrink_steps is not None:
+                counters.shrink_limit = counters.steps + counters.shrink_steps
         raise PropertyViolation(props, reasons, list(self.schedule), cls.system.name)
+
+
+_RUNNER = st.runner()
+
+
+@st.composite
+def _choose_rule(draw: Callable[..., Any]) -> tuple[Any, dict[str, Any]]:
+    """A rule whose preconditions hold, and its arguments.
+
+    Up to three uniform picks among all rules, then a uniform pick among the valid
+    ones: only the preconditions of the rules picked are evaluated, and a pick shrinks
+    towards the first rule (the model's first action).  Strategies are built once per
+    class (building one per draw costs Hypothesis a validation each time)."""
+    machine = draw(_RUNNER)
+    cls = type(machine)
+    rules = cls.ordered_rules(machine)
+    tables = cls.tables
+
+    def valid(r: Any) -> bool:
+        return all(pc(machine) for pc in r.preconditions)
+
+    chosen = None
+    pick = tables.rule_index
+    if pick is None:
+        pick = tables.rule_index = st.integers(0, len(rules) - 1)
+    for _ in range(3):
+        candidate = rules[draw(pick)]
+        if valid(candidate):
+            chosen = candidate
+            break
+    if chosen is None:
+        chosen = draw(tables.sampled_from(tuple(r for r in rules if valid(r))))
+    name = chosen.function.__name__
+    arguments = tables.arguments.get(name)
+    if arguments is None:
+        arguments = tables.arguments[name] = st.fixed_dictionaries(chosen.arguments)
+    return chosen, draw(arguments)
+
+
+@st.composite
+def _argument(draw: Callable[..., Any], ai: int, j: int) -> Any:
+    machine = draw(_RUNNER)
+    return machine.argument(draw, ai, j)
 
 
 def _identifier(name: str) -> str:
@@ -259,11 +401,9 @@ def _action_rule(ai: int, action: ActionDef) -> Callable[..., None]:
     body.__name__ = _identifier(action.name)
     body.__qualname__ = body.__name__
     body.__doc__ = action.fn.__doc__
-    strategies = {
-        n: st.runner().flatmap(lambda m, j=j: m.param_strategy(ai, j))
-        for j, n in enumerate(names)
-    }
-    return precondition(lambda self: self.has_enabled(ai))(rule(**strategies)(body))
+    strategies = {n: _argument(ai, j) for j, n in enumerate(names)}
+    decorate = rule(**strategies)  # type: ignore[call-overload]
+    return precondition(lambda self: self.has_enabled(ai))(decorate(body))
 
 
 def _property_invariant(prop: str) -> Callable[[ModelMachine], None]:
@@ -306,26 +446,16 @@ def state_machine(system: System, *, properties: list[str] | tuple[str, ...] | N
         attr = fn.__name__ if fn.__name__ not in used else f"action_{fn.__name__}"
         namespace[attr] = fn
     namespace["no_action_enabled"] = precondition(lambda self: self.deadlocked())(
-        rule()(_stutter))
+        rule()(no_action_enabled))
     for prop in checked:
         inv = _property_invariant(prop)
         namespace[inv.__name__] = inv
-    domain_order: list[list[dict[Any, int]]] = []
-    instances: list[dict[tuple[Any, ...], ActionInstance]] = []
-    for action in system.actions:
-        domain_order.append([{t.decode(x): i for i, x in enumerate(t.domain())}
-                             for _, t in action.params])
-        instances.append({})
-    index_of = {id(a): i for i, a in enumerate(system.actions)}
-    for inst in system.instances:
-        instances[index_of[id(inst.action)]][inst.args] = inst
-    namespace["domain_order"] = domain_order
-    namespace["instance_of"] = instances
-    namespace["sampled_cache"] = {}
+    namespace["tables"] = _Tables.build(system)
+    namespace["rule_order"] = None
     return type(name or f"{_identifier(system.name)}Machine", (base,), namespace)
 
 
-def _stutter(self: ModelMachine) -> None:
+def no_action_enabled(self: ModelMachine) -> None:
     """No action is enabled (the model is done or deadlocked): nothing happens."""
 
 
@@ -342,23 +472,24 @@ def fuzz_settings(*, max_examples: int = 200, steps: int = 50,
 @dataclass
 class _Search:
     found: tuple[list[ActionInstance], list[str]] | None
-    timed_out: bool
+    timed_out: bool   # the run's deadline passed (generation or shrinking)
+    cut_short: bool   # Hypothesis' shrinking was stopped by the shrink budget
     examples: int
 
 
 def _search(system: System, checked: list[str], *, max_examples: int, steps: int, seed: int,
-            counters: FuzzCounters) -> _Search:
-    run = FuzzCounters(deadline=counters.deadline)
+            shrink_steps: int, counters: FuzzCounters) -> _Search:
+    run = FuzzCounters(deadline=counters.deadline, shrink_steps=shrink_steps)
     cls = state_machine(system, properties=checked, counters=run)
     cls = hypothesis_seed(seed)(cls)
-    timed_out = False
+    stopped: _OutOfTime | None = None
     try:
         run_state_machine_as_test(cls, settings=fuzz_settings(max_examples=max_examples,
                                                               steps=steps))
     except PropertyViolation:
         pass
-    except _OutOfTime:
-        timed_out = True
+    except _OutOfTime as exc:
+        stopped = exc
     finally:
         counters.steps += run.steps
         counters.examples += run.examples
@@ -368,17 +499,155 @@ def _search(system: System, checked: list[str], *, max_examples: int, steps: int
         # the shrinker only keeps improvements: the last of the shortest is the best
         shortest = min(len(s) for s, _ in run.failures)
         found = [f for f in run.failures if len(f[0]) == shortest][-1]
-    return _Search(found, timed_out, run.examples)
+    timed_out = stopped is not None and not stopped.shrink_budget
+    cut_short = stopped is not None and stopped.shrink_budget
+    return _Search(found, timed_out, cut_short, run.examples)
 
 
+# ------------------------------------------------------------------ minimizing
+def _ends_violating(system: System, schedule: list[ActionInstance], prop: str,
+                    invariant: bool) -> bool:
+    """``schedule`` runs, violates ``prop`` at its last step and not before."""
+    state = system.initial
+    last = len(schedule) - 1
+    for i, inst in enumerate(schedule):
+        res = system.step(state, inst)
+        if res is None:
+            return False
+        state = res.state
+        hit = any(p == prop for p, _, _ in res.violations) or (
+            invariant and prop in system.failed_invariants(state))
+        if hit != (i == last):
+            return False
+    return bool(schedule)
+
+
+def _renamed(system: System, schedule: list[ActionInstance],
+             lookup: dict[tuple[int, tuple[Any, ...]], ActionInstance]) -> list[ActionInstance] | None:
+    """Requests and pages renumbered by first appearance (r0 first, page 0 first)."""
+    maps: dict[str, dict[Any, int]] = {REQUEST: {}, PAGE: {}}
+    out = []
+    for inst in schedule:
+        args = []
+        for (_, vtype), a in zip(inst.action.params, inst.args):
+            dim = vtype.ref_dim
+            if dim in maps:
+                a = maps[dim].setdefault(a, len(maps[dim]))
+            args.append(a)
+        new = lookup.get((id(inst.action), tuple(args)))
+        if new is None:
+            return None
+        out.append(new)
+    return out
+
+
+def _cascade(system: System, schedule: list[ActionInstance], drop: int) -> list[ActionInstance]:
+    """``schedule`` without step ``drop`` and without every later step that is no longer
+    enabled once it is gone (e.g. a request's admission after its arrival was dropped)."""
+    state = system.initial
+    kept = []
+    for i, inst in enumerate(schedule):
+        if i == drop:
+            continue
+        res = system.step(state, inst)
+        if res is None:
+            continue
+        kept.append(inst)
+        state = res.state
+    return kept
+
+
+def minimize_schedule(system: System, schedule: list[ActionInstance], prop: str,
+                      *, budget_s: float = 10.0) -> list[ActionInstance]:
+    """A shorter, simpler schedule that still ends by violating ``prop`` (and not before).
+
+    Greedy passes until nothing changes: drop every step naming one request (or page);
+    drop chunks, then single steps; drop a step together with the later steps it
+    enables; renumber requests and pages from ``r0`` / ``page 0`` by first appearance;
+    lower integer arguments.  Cheap (plain concrete steps, no Hypothesis); returns the
+    input when it is not such a counterexample."""
+    invariant = any(p.name == prop and p.kind == "invariant" for p in system.properties)
+    if not _ends_violating(system, schedule, prop, invariant):
+        return schedule
+    stop = time.monotonic() + budget_s
+    best = list(schedule)
+
+    def accept(cand: list[ActionInstance]) -> bool:
+        nonlocal best
+        if cand != best and len(cand) <= len(best) and \
+                _ends_violating(system, cand, prop, invariant):
+            best = cand
+            return True
+        return False
+
+    def drop_ids() -> bool:
+        changed = False
+        for dim in (REQUEST, PAGE):
+            ids = {a for inst in best for (_, t), a in zip(inst.action.params, inst.args)
+                   if t.ref_dim == dim}
+            for x in sorted(ids, reverse=True):
+                cand = [inst for inst in best
+                        if not any(t.ref_dim == dim and a == x
+                                   for (_, t), a in zip(inst.action.params, inst.args))]
+                changed |= accept(cand)
+        return changed
+
+    def drop_chunks() -> bool:
+        changed = False
+        size = max(1, len(best) // 2)
+        while size >= 1 and time.monotonic() < stop:
+            i = len(best) - size
+            while i >= 0 and time.monotonic() < stop:
+                changed |= accept(best[:i] + best[i + size:])
+                i = min(i - 1, len(best) - size)
+            size = size // 2 if size > 2 else size - 1
+        return changed
+
+    def drop_cascades() -> bool:
+        changed = False
+        i = len(best) - 2
+        while i >= 0 and time.monotonic() < stop:
+            changed |= accept(_cascade(system, best, i))
+            i = min(i - 1, len(best) - 2)
+        return changed
+
+    def lower_ints() -> bool:
+        changed = False
+        for k, inst in enumerate(best):
+            for j, (_, vtype) in enumerate(inst.action.params):
+                if vtype.ref_dim is not None:
+                    continue
+                for lower in (vtype.decode(x) for x in vtype.domain()):
+                    if lower == inst.args[j]:
+                        break
+                    other = lookup.get((id(inst.action), inst.args[:j] + (lower,) + inst.args[j + 1:]))
+                    if other is not None and accept(best[:k] + [other] + best[k + 1:]):
+                        changed = True
+                        break
+        return changed
+
+    lookup = {(id(i.action), i.args): i for i in system.instances}
+    changed = True
+    while changed and time.monotonic() < stop:
+        changed = drop_ids()
+        changed |= drop_chunks()
+        changed |= drop_cascades()
+        renamed = _renamed(system, best, lookup)
+        changed |= renamed is not None and accept(renamed)
+        changed |= lower_ints()
+    return best
+
+
+# ----------------------------------------------------------------------- engine
 def run_fuzz(system: System, *, max_examples: int = 200, steps: int = 50, seed: int = 0,
-             timeout: float | None = None) -> EngineOutcome:
+             timeout: float | None = None, shrink_steps: int = 500) -> EngineOutcome:
     """Fuzz every property of ``system`` with stateful Hypothesis.
 
     Each round runs up to ``max_examples`` examples of up to ``steps`` steps, checking the
-    properties not yet violated; a violation is shrunk, concretized into a trace
-    (``VIOLATED``, method ``fuzz``) and the next round checks the rest.  Properties
-    without a violation are ``UNKNOWN`` — fuzzing is not exhaustive.  ``seed`` makes the
+    properties not yet violated.  A violation is shrunk — by Hypothesis for at most
+    ``shrink_steps`` model steps, then by :func:`minimize_schedule` — concretized into a trace
+    (``VIOLATED``, method ``fuzz``), and the next round checks the rest.  Properties
+    without a violation are ``UNKNOWN``: fuzzing is not exhaustive.  ``seed`` makes the
     run reproducible; ``timeout`` (seconds) bounds it.
     """
     if max_examples < 1 or steps < 1:
@@ -386,22 +655,28 @@ def run_fuzz(system: System, *, max_examples: int = 200, steps: int = 50, seed: 
     start = time.monotonic()
     counters = FuzzCounters(deadline=start + timeout if timeout else None)
     remaining = [p.name for p in system.properties]
+    invariants = {p.name for p in system.properties if p.kind == "invariant"}
     verdicts: dict[str, Verdict] = {}
     rounds = 0
-    last = _Search(None, False, 0)
+    last = _Search(None, False, False, 0)
     while remaining:
         rounds += 1
         last = _search(system, remaining, max_examples=max_examples, steps=steps, seed=seed,
-                       counters=counters)
+                       shrink_steps=shrink_steps, counters=counters)
         if last.found is None:
             break
         schedule, props = last.found
-        note = "shrinking cut short by the timeout" if last.timed_out else "shrunk"
-        for prop in props:
+        primary = props[0]
+        left = None if counters.deadline is None else counters.deadline - time.monotonic()
+        schedule = minimize_schedule(system, schedule, primary,
+                                     budget_s=10.0 if left is None else max(0.5, min(10.0, left)))
+        hit = [p for p in props if p == primary or _ends_violating(system, schedule, p,
+                                                                   p in invariants)]
+        for prop in hit:
             trace = concretize(system, prop, schedule, engine="fuzz")
-            verdicts[prop] = Verdict(prop, Status.VIOLATED, "fuzz",
-                                     f"{len(trace)} steps ({note})", trace)
-        remaining = [p for p in remaining if p not in props]
+            verdicts[prop] = Verdict(prop, Status.VIOLATED, "fuzz", f"{len(trace)} steps (shrunk)",
+                                     trace)
+        remaining = [p for p in remaining if p not in hit]
         if last.timed_out:
             break
     elapsed = time.monotonic() - start

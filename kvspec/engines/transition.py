@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import z3
+from z3.z3 import _to_expr_ref
 
 from kvspec.lang.errors import ModelError
 from kvspec.lang.schema import State
@@ -61,6 +62,79 @@ class InstanceEncoding:
         if not self.errors:
             return z3.BoolVal(False)
         return z3.Or(*[c for c, _ in self.errors]) if len(self.errors) > 1 else self.errors[0][0]
+
+
+# -- fast term plumbing --------------------------------------------------------------------
+# The z3 Python wrappers check sorts pair by pair; on the hot paths (thousands of
+# renamings per proof check) the direct C calls are several times cheaper.
+
+def mk_or(terms: Sequence[z3.BoolRef]) -> z3.BoolRef:
+    if not terms:
+        return z3.BoolVal(False)
+    if len(terms) == 1:
+        return terms[0]
+    ctx = terms[0].ctx
+    arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
+    return z3.BoolRef(z3.Z3_mk_or(ctx.ref(), len(terms), arr), ctx)
+
+
+def mk_and(terms: Sequence[z3.BoolRef]) -> z3.BoolRef:
+    if not terms:
+        return z3.BoolVal(True)
+    if len(terms) == 1:
+        return terms[0]
+    ctx = terms[0].ctx
+    arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
+    return z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(terms), arr), ctx)
+
+
+class Renaming:
+    """A prepared substitution (sources and targets as C arrays)."""
+
+    def __init__(self, pairs: Sequence[tuple[z3.ExprRef, z3.ExprRef]]) -> None:
+        self.keep = list(pairs)
+        self.n = len(pairs)
+        self.src = (z3.Ast * self.n)(*[a.as_ast() for a, _ in pairs])
+        self.dst = (z3.Ast * self.n)(*[b.as_ast() for _, b in pairs])
+
+    def __call__(self, expr: z3.ExprRef) -> z3.ExprRef:
+        if self.n == 0:
+            return expr
+        ctx = expr.ctx
+        return _to_expr_ref(z3.Z3_substitute(ctx.ref(), expr.as_ast(), self.n, self.src,
+                                             self.dst), ctx)
+
+
+def free_constants(e: z3.ExprRef) -> set[str]:
+    """Names of the uninterpreted constants in ``e`` (a DAG walk with direct C calls)."""
+    return set(free_constant_sorts(e))
+
+
+def free_constant_sorts(e: z3.ExprRef) -> dict[str, int]:
+    """Name -> Z3 sort kind of the uninterpreted constants in ``e``."""
+    ctx = e.ctx.ref()
+    out: dict[str, int] = {}
+    seen: set[int] = set()
+    stack = [e.as_ast()]
+    app = z3.Z3_APP_AST
+    while stack:
+        a = stack.pop()
+        key = z3.Z3_get_ast_id(ctx, a)
+        if key in seen:
+            continue
+        seen.add(key)
+        if z3.Z3_get_ast_kind(ctx, a) != app:
+            continue
+        n = z3.Z3_get_app_num_args(ctx, a)
+        if n == 0:
+            d = z3.Z3_get_app_decl(ctx, a)
+            if z3.Z3_get_decl_kind(ctx, d) == z3.Z3_OP_UNINTERPRETED:
+                name = z3.Z3_get_symbol_string(ctx, z3.Z3_get_decl_name(ctx, d))
+                out[name] = z3.Z3_get_sort_kind(ctx, z3.Z3_get_sort(ctx, a))
+            continue
+        for i in range(n):
+            stack.append(z3.Z3_get_app_arg(ctx, a, i))
+    return out
 
 
 # -- integer terms -> bit-vector terms ----------------------------------------------------
@@ -191,17 +265,23 @@ class TransitionSystem:
     ``int_cur`` to it."""
 
     def __init__(self, system: System, encoding: str = "bv",
-                 symmetry: tuple[bool, bool] = (False, False)) -> None:
+                 symmetry: tuple[bool, bool] = (False, False),
+                 _raw: tuple[Vars, list[InstanceEncoding], dict[str, z3.BoolRef]] | None = None
+                 ) -> None:
         if encoding not in ENCODINGS:
             raise ValueError(f"unknown encoding {encoding!r}")
         self.system = system
         self.types: list[ValueType] = system.slot_types()
-        self.int_cur: Vars = system.state_vars()
+        if _raw is None:
+            self.int_cur: Vars = system.state_vars()
+            raw = [self._encode(inst) for inst in system.instances]
+            raw_bad = {p.name: z3.simplify(system.encode_bad(p, self.int_cur))
+                       for p in system.properties}
+        else:
+            self.int_cur, raw, raw_bad = _raw
         self.width = len(self.int_cur)
         self.labels: list[str] = [str(v) for v in self.int_cur]
-        raw = [self._encode(inst) for inst in system.instances]
-        raw_bad = {p.name: z3.simplify(system.encode_bad(p, self.int_cur))
-                   for p in system.properties}
+        self._raw = (self.int_cur, raw, raw_bad)
         self.encoding = encoding
         self.bv: BitVecImage | None = None
         if encoding == "bv":
@@ -224,6 +304,12 @@ class TransitionSystem:
         self._template: list[z3.BoolRef] | None = None
         self._template_sel: list[z3.BoolRef] = []
         self.symmetry = symmetry
+        self._posts: dict[int, Renaming] = {}
+
+    def twin(self, encoding: str, symmetry: tuple[bool, bool] = (False, False)
+             ) -> "TransitionSystem":
+        """The same system in another encoding, without re-running the encoder."""
+        return TransitionSystem(self.system, encoding, symmetry, self._raw)
 
     # -- building ----------------------------------------------------------------------
     def _encode(self, inst: ActionInstance) -> InstanceEncoding:
@@ -406,9 +492,11 @@ class TransitionSystem:
 
     def post(self, j: int, expr: z3.ExprRef) -> z3.ExprRef:
         """``expr`` (over ``cur``) evaluated after instance ``j``: substitute its updates."""
-        ups = self.steps[j].updates
-        pairs = [(self.cur[i], e) for i, e in ups.items()]
-        return z3.substitute(expr, *pairs) if pairs else expr
+        ren = self._posts.get(j)
+        if ren is None:
+            ren = Renaming([(self.cur[i], e) for i, e in self.steps[j].updates.items()])
+            self._posts[j] = ren
+        return ren(expr)
 
     # -- decoding ------------------------------------------------------------------------
     def decode(self, slot: int, value: z3.ExprRef) -> Any:

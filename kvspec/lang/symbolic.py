@@ -26,6 +26,18 @@ from kvspec.props.events import EVENT_KINDS
 
 TRUE = z3.BoolVal(True)
 FALSE = z3.BoolVal(False)
+# Z3 hash-conses terms, so "is the constant true" is a pointer comparison; this is
+# much cheaper than z3.is_true (several foreign calls) on the encoder's hot path.
+_TRUE_PTR = TRUE.ast.value
+_FALSE_PTR = FALSE.ast.value
+
+
+def _is_true(a: z3.ExprRef) -> bool:
+    return a.ast.value == _TRUE_PTR  # type: ignore[no-any-return]
+
+
+def _is_false(a: z3.ExprRef) -> bool:
+    return a.ast.value == _FALSE_PTR  # type: ignore[no-any-return]
 
 
 class _Undef:
@@ -39,37 +51,37 @@ UNDEF = _Undef()
 
 
 def _and(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
-    if z3.is_true(a):
+    if _is_true(a):
         return b
-    if z3.is_true(b):
+    if _is_true(b):
         return a
-    if z3.is_false(a) or z3.is_false(b):
+    if _is_false(a) or _is_false(b):
         return FALSE
     return z3.And(a, b)
 
 
 def _or(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
-    if z3.is_false(a):
+    if _is_false(a):
         return b
-    if z3.is_false(b):
+    if _is_false(b):
         return a
-    if z3.is_true(a) or z3.is_true(b):
+    if _is_true(a) or _is_true(b):
         return TRUE
     return z3.Or(a, b)
 
 
 def _not(a: z3.BoolRef) -> z3.BoolRef:
-    if z3.is_true(a):
+    if _is_true(a):
         return FALSE
-    if z3.is_false(a):
+    if _is_false(a):
         return TRUE
     return z3.Not(a)
 
 
 def _ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
-    if z3.is_true(c) or a.eq(b):
+    if _is_true(c) or a.ast.value == b.ast.value:
         return a
-    if z3.is_false(c):
+    if _is_false(c):
         return b
     return z3.If(c, a, b)
 
@@ -118,9 +130,9 @@ class Frame:
         if _concrete(x):
             return bool(x)
         c = as_bool(x)
-        if z3.is_true(c):
+        if _is_true(c):
             return True
-        if z3.is_false(c):
+        if _is_false(c):
             return False
         return c
 
@@ -145,7 +157,7 @@ class Frame:
 
     def ret(self, value: Any) -> None:
         here = _and(self._here(), self._running())
-        if z3.is_false(here):
+        if _is_false(here):
             return
         self.result = self.k.merge(here, value, self.result)
         self.alive = _and(self.alive, _not(here))
@@ -184,7 +196,7 @@ class Frame:
 
     def assign(self, old: Any, new: Any) -> Any:
         running = self._running()
-        if z3.is_true(running) or old is UNDEF:
+        if _is_true(running) or old is UNDEF:
             return new
         here = self._here()
         return self.k.merge(_and(here, running), new, old)
@@ -388,7 +400,7 @@ class _SymView:
 
     def __setitem__(self, i: Any, value: Any) -> None:
         g = self.k.guard()
-        if z3.is_false(g):
+        if _is_false(g):
             return
         if isinstance(i, SymMask):
             ev = self.k.encode_write(value, self.info, None)
@@ -448,7 +460,7 @@ def _sym_scalar(info: VarInfo) -> property:
     def put(self: Any, value: Any) -> None:
         k: SymKernel = self._kv_k
         g = k.guard()
-        if not z3.is_false(g):
+        if not _is_false(g):
             k.write(info.offset, k.encode_write(value, info, None), g)
 
     return property(get, put)
@@ -488,7 +500,7 @@ class SymKernel:
         return self.outer[-1] if self.outer else TRUE
 
     def dead(self) -> bool:
-        return z3.is_false(self.guard())
+        return _is_false(self.guard())
 
     def new_frame(self) -> Frame:
         frame = Frame(self, self.guard())
@@ -506,7 +518,7 @@ class SymKernel:
         concrete interpretation stops at the first failing one), so the condition
         includes the requirements so far: when it holds, the concrete run raises."""
         bad = _and(_and(self.enabled, self.guard()), _not(ok))
-        if z3.is_false(bad):
+        if _is_false(bad):
             return
         file, line = current_location(self.files)
         where = f"{file}:{line}: " if file else ""
@@ -540,7 +552,7 @@ class SymKernel:
     def merge(self, c: Any, a: Any, b: Any) -> Any:
         """if c then a else b, for any pair of model values."""
         if isinstance(c, z3.ExprRef):
-            c = True if z3.is_true(c) else False if z3.is_false(c) else c
+            c = True if _is_true(c) else False if _is_false(c) else c
         if c is True:
             return a
         if c is False:
@@ -578,7 +590,7 @@ class SymKernel:
             try:
                 return z3_const(vtype, vtype.encode(value))
             except ValueError as exc:
-                if z3.is_true(self.guard()) and z3.is_true(self.enabled):
+                if _is_true(self.guard()) and _is_true(self.enabled):
                     raise self.error(f"write {where} = {value!r}: {exc}") from None
                 self.check(FALSE, f"write {where} = {value!r}: {exc}")
                 return self.slots[info.offset + (index or 0)]
@@ -598,14 +610,14 @@ class SymKernel:
     # kernel protocol ------------------------------------------------------------
     def require(self, cond: Any, message: str | None) -> None:
         g = self.guard()
-        if z3.is_false(g):
+        if _is_false(g):
             return
         c = as_bool(cond)
         self.enabled = _and(self.enabled, _or(_not(g), c))
 
     def emit(self, kind: str, request: Any, page: Any, pages: Any) -> None:
         g = self.guard()
-        if z3.is_false(g):
+        if _is_false(g):
             return
         if isinstance(request, SymMask) or request is None:
             raise self.error(f"emit.{kind}: the first argument must be a request id")
@@ -616,7 +628,7 @@ class SymKernel:
                 raise self.error(f"emit.{kind}: pages= must be a mask over pages")
             for p, bit in enumerate(pages.bits):
                 eg = _and(g, bit)
-                if not z3.is_false(eg):
+                if not _is_false(eg):
                     self.events.append(SymEvent(eg, kind, request, p))
             return
         if EVENT_KINDS[kind] and page is None:

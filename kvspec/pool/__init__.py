@@ -1,5 +1,6 @@
 """Tensor page pool and trace replay: show a KV leak in real bytes (see docs/replay.md)."""
 
+from kvspec.pool.driver import PoolDriver
 from kvspec.pool.kv_data import request_kv, request_query
 from kvspec.pool.page_pool import (
     DEVIATION_TOLERANCE,
@@ -36,6 +37,7 @@ __all__ = [
     "PagePool",
     "PageRead",
     "PoolConfig",
+    "PoolDriver",
     "PoolError",
     "ReplayError",
     "ReplayReport",

@@ -180,6 +180,7 @@ class ReplayReport:
     max_deviation: float = 0.0
     aftermath_attentions: int = 0
     aftermath_max_deviation: float = 0.0
+    violation_in_trace: bool = False  # some step of the trace carries a violation
 
     @property
     def trace_foreign_reads(self) -> list[ForeignRead]:
@@ -291,7 +292,7 @@ class ReplayReport:
                          "longer owns; the aftermath shows it landing and being read")
         else:
             lines.append("  no leak: every page read held the reader's own data")
-            if self.property_name and self.reason:
+            if self.property_name and self.violation_in_trace:
                 lines.append(f"  ({self.property_name} is violated by the lifecycle alone: "
                              "the trace moves no foreign bytes)")
         return lines

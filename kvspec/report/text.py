@@ -93,7 +93,7 @@ def print_result(console: Console, result: Result, path: str) -> None:
     head = Text()
     head.append("kvspec ", style="bold")
     head.append(f"{system.name} ({path})  {sizes_text(system.sizes)}")
-    console.print(head)
+    console.print(head, soft_wrap=True)
     detail = f"  {result.engine}: {stats.states:,} states, {stats.transitions:,} transitions, " \
              f"depth {stats.depth}, {stats.seconds:.2f} s"
     if stats.states and stats.seconds > 0:
@@ -103,7 +103,7 @@ def print_result(console: Console, result: Result, path: str) -> None:
         approx = "" if sym.get("concrete_states_exact", True) else "≈"
         detail += f"; symmetry ×{sym['reduction_factor']} ({approx}{sym.get('concrete_states', 0):,} " \
                   "concrete states)"
-    console.print(Text(detail, style="dim"))
+    console.print(Text(detail, style="dim"), soft_wrap=True)
     for reason in sym.get("reasons", []):
         if reason != "disabled on the command line":
             console.print(Text(f"  note: {reason}", style="yellow"))

@@ -1,0 +1,1 @@
+"""Proof certificates (see :mod:`kvspec.proofs.certificate`)."""

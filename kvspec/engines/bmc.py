@@ -9,7 +9,7 @@ Every solver counterexample is turned into a schedule and re-executed by
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import z3
 
@@ -121,7 +121,7 @@ def run_bmc(system: System, *, depth: int, timeout: float | None,
                 stopped = _why(unroller, deadline, k)
                 break
             unroller.extend()
-        stopped = _check_depth(system, ts, unroller, pending, verdicts, k, deadline)
+        stopped = check_depth(system, ts, unroller, pending, verdicts, k, deadline)
         if stopped:
             break
         reached = k
@@ -146,7 +146,7 @@ def _why(unroller: Unroller, deadline: Deadline, k: int) -> str:
     return f"solver gave up at depth {k} ({unroller.solver.reason_unknown()})"
 
 
-def _check_depth(system: System, ts: TransitionSystem, unroller: Unroller,
+def check_depth(system: System, ts: TransitionSystem, unroller: Unroller,
                  pending: list[Property], verdicts: dict[str, Verdict], k: int,
                  deadline: Deadline) -> str:
     """Decide the pending properties at exactly depth ``k``; '' or why it stopped."""
@@ -170,3 +170,36 @@ def _check_depth(system: System, ts: TransitionSystem, unroller: Unroller,
             verdicts[p.name] = Verdict(p.name, Status.VIOLATED, "bmc", f"depth {k}", trace)
             pending.remove(p)
     return ""
+
+
+class Search:
+    """Bounded model checking, deepened on demand, for the properties still open."""
+
+    def __init__(self, system: System, ts: TransitionSystem, deadline: Deadline,
+                 engine: str) -> None:
+        self.engine = engine
+        self.system = system
+        self.ts = ts
+        self.deadline = deadline
+        self.unroller = Unroller(ts)
+        self.depth = -1  # deepest depth completely checked
+
+    def deepen(self, pending: list[Property], verdicts: dict[str, Verdict], *,
+               max_depth: int, until: float) -> bool:
+        """Check depths ``depth + 1 ..`` up to ``max_depth`` or time ``until``; violated
+        properties leave ``pending``. False when the solver gave up."""
+        while pending and self.depth < max_depth and time.monotonic() < until:
+            k = self.depth + 1
+            if k > 0:
+                if check_errors(self.unroller, k - 1, self.deadline, self.engine) == z3.unknown:
+                    return False
+                self.unroller.extend()
+            names = {p.name for p in pending}
+            if check_depth(self.system, self.ts, self.unroller, pending, verdicts, k,
+                            self.deadline):
+                return False
+            for name in names - {p.name for p in pending}:
+                v = verdicts[name]
+                verdicts[name] = Verdict(name, v.status, self.engine, v.detail, v.trace)
+            self.depth = k
+        return True

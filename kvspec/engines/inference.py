@@ -22,8 +22,9 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import z3
@@ -234,7 +235,7 @@ class StateTable:
             col = mat[:, atom_index[atom]]
             acc |= col if pos else ~col
         per_state = acc.reshape(self.data.shape[0], -1)
-        return per_state.all(axis=1)
+        return np.asarray(per_state.all(axis=1))
 
 
 # -- enumeration ----------------------------------------------------------------------------
@@ -328,12 +329,12 @@ def _clauses(ctx: tuple[str, ...], lits: list[tuple[Literal, int]], full: int,
                 continue
             if lits[i][1] | lits[j][1] != full:
                 continue
-            clause = (lits[i][0], lits[j][0])
-            if _tautology(clause, schema):
+            pair: tuple[Literal, ...] = (lits[i][0], lits[j][0])
+            if _tautology(pair, schema):
                 continue
             pair_ok.add((i, j))
-            if _covers(ctx, clause):
-                out.append(Template(ctx, clause))
+            if _covers(ctx, pair):
+                out.append(Template(ctx, pair))
     if max_literals < 3:
         return out
     for i in range(n):
@@ -499,6 +500,7 @@ class Strengthener:
         self.seed = [k for k in seed]
         self._post: dict[tuple[int, int, int], z3.BoolRef] = {}
         self._n = 0
+        self._dead = 0
         self.queries = 0
         self.size = [len(t.literals) * 4 + len(t.ctx) for t in templates]
         slot_of = {name: i for i, name in enumerate(ts.labels)}
@@ -526,9 +528,22 @@ class Strengthener:
             self.acts[k] = act
         self.chosen.append(k)
 
+    def _fresh_solver(self) -> None:
+        """Start over with only the domain and the chosen clauses (every query leaves a
+        dead goal behind; a long selection would otherwise slow down)."""
+        self.solver = self.ts.solver()
+        self.solver.add(*self.ts.domain(self.ts.cur))
+        for k in self.chosen:
+            for term, _ in self.terms[k]:
+                self.solver.add(z3.Implies(self.acts[k], term))
+        self._dead = 0
+
     def _check(self, goal: z3.BoolRef) -> z3.CheckSatResult:
         if self.deadline.expired():
             raise InferenceTimeout()
+        self._dead += 1
+        if self._dead > 200:
+            self._fresh_solver()
         self._n += 1
         lit = z3.Bool(f"goal!{self._n}")
         self.solver.add(z3.Implies(lit, goal))
@@ -635,6 +650,9 @@ class Strengthener:
             return None
         return min(false_on, key=lambda k: (self.size[k], k))
 
+    def size_of(self, k: int) -> int:
+        return self.size[k] if k < len(self.size) else 0
+
     def clause(self, k: int) -> tuple[z3.BoolRef, str]:
         """Clause ``k`` over the integer-encoded state, and its reading."""
         if k in self.formulas:
@@ -661,12 +679,17 @@ def _names(e: z3.ExprRef) -> set[str]:
     return out
 
 
-def goal_templates(system: Any, templates: list[Template]) -> list[Goal]:
-    """One goal per property: ``not violated:<name>`` for monitor properties (added to
-    ``templates`` if absent), the invariant's own formula for model invariants."""
+def goal_templates(system: Any, templates: list[Template], names: Iterable[str] | None = None
+                   ) -> list[Goal]:
+    """One goal per property (of ``names``, default all): ``not violated:<name>`` for
+    monitor properties (added to ``templates`` if absent), the invariant's own formula
+    for model invariants."""
     goals = []
     index = {t: k for k, t in enumerate(templates)}
+    wanted = None if names is None else set(names)
     for p in system.properties:
+        if wanted is not None and p.name not in wanted:
+            continue
         if p.flag is not None:
             info = next(v for v in system.schema.vars if v.offset == p.flag and v.owner == "flag")
             t = Template((), ((Atom("eq", info.name, None, 1), False),))

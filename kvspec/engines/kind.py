@@ -14,11 +14,11 @@ helps to prove another.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import z3
 
-from kvspec.engines.bmc import Deadline, Unroller, _check_depth, build, check_errors
+from kvspec.engines.bmc import Deadline, Unroller, build, check_depth, check_errors
 from kvspec.engines.transition import TransitionSystem
 from kvspec.lang.system import Property, System
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
@@ -90,7 +90,7 @@ def run_kind(system: System, *, max_k: int, timeout: float | None,
                 stopped = _why(base.solver, deadline, k)
                 break
             base.extend()
-        stopped = _check_depth(system, ts, base, pending, verdicts, k, deadline)
+        stopped = check_depth(system, ts, base, pending, verdicts, k, deadline)
         if stopped or not pending:
             k_done = k
             break

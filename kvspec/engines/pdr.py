@@ -23,17 +23,25 @@ and the invariant reads like the design (``docs/proofs.md`` has the numbers).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import z3
 
-from kvspec.engines.bmc import Deadline, Unroller, check_errors
-from kvspec.engines.inference import (InferenceTimeout, Selection, StateTable, Strengthener,
-                                      Template, enumerate_candidates, goal_templates,
-                                      sample_states)
-from kvspec.engines.transition import TransitionSystem
+from kvspec.engines.bmc import Deadline, Search
+from kvspec.engines.inference import (
+    InferenceTimeout,
+    Selection,
+    StateTable,
+    Strengthener,
+    Template,
+    enumerate_candidates,
+    goal_templates,
+    sample_states,
+)
+from kvspec.engines.transition import TransitionSystem, mk_and, mk_or
 from kvspec.lang.errors import ModelError
 from kvspec.lang.symmetry import analyse_symmetry
 from kvspec.lang.system import Property, System, compile_model
@@ -56,12 +64,16 @@ class Inferred:
     def clauses(self) -> tuple[list[z3.BoolRef], list[str]]:
         if self.selection is None or self.strengthener is None:
             return [], []
-        pairs = [self.strengthener.clause(k) for k in self.selection.chosen]
+        st = self.strengthener
+        order = sorted(self.selection.chosen, key=lambda k: (
+            (9, ()) if k >= len(st.templates) else (len(st.templates[k].ctx),
+                                                    st.templates[k].ctx), st.size_of(k), k))
+        pairs = [st.clause(k) for k in order]
         return [c for c, _ in pairs], [r for _, r in pairs]
 
 
 def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
-          deadline: Deadline) -> Inferred:
+          deadline: Deadline, names: list[str] | None = None) -> Inferred:
     """Candidates from a small configuration, selected at the small and the target size."""
     notes: dict[str, Any] = {}
     t0 = time.monotonic()
@@ -81,14 +93,14 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
                      symmetric[1] and small_schema.pages > 1)
         t1 = time.monotonic()
         try:
-            first = Strengthener(small_ts, templates, goal_templates(small, templates),
+            first = Strengthener(small_ts, templates, goal_templates(small, templates, names),
                                  small_sym, deadline).run()
         except InferenceTimeout:
             return Inferred(None, None, templates, notes)
         seed = first.chosen
         notes.update(small_selection=len(seed), small_seconds=round(time.monotonic() - t1, 2))
     t2 = time.monotonic()
-    goals = goal_templates(system, templates)
+    goals = goal_templates(system, templates, names)
     strengthener = Strengthener(ts, templates, goals, symmetric, deadline, seed=seed)
     try:
         selection = strengthener.run()
@@ -102,156 +114,326 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
 # -- Spacer -----------------------------------------------------------------------------------
 
 def spacer(ts: TransitionSystem, strengthening: list[z3.BoolRef], bad: z3.BoolRef,
-           deadline: Deadline) -> tuple[z3.CheckSatResult, z3.BoolRef | None]:
+           timeout_ms: int | None) -> tuple[z3.CheckSatResult, z3.BoolRef | None]:
     """Is ``bad`` reachable? On unsat also an inductive invariant over ``ts.cur``
-    (``ts`` must use the integer encoding and no symmetry breaking)."""
+    (``ts`` must use the integer encoding and no symmetry breaking). One Horn rule
+    per action instance: ``Inv(update(s)) ← Inv(s) ∧ H(s) ∧ enabled(s) ∧ ¬error(s)``."""
     fp = z3.Fixedpoint()
     fp.set(engine="spacer")
-    ms = deadline.left_ms()
-    if ms is not None:
-        fp.set(timeout=ms)
+    if timeout_ms is not None:
+        fp.set(timeout=max(1, timeout_ms))
     sorts = [v.sort() for v in ts.cur] + [z3.BoolSort()]
     inv = z3.Function("Inv", *sorts)
     fp.register_relation(inv)
-    template = ts.trans_template()
-    sel = ts._template_sel
-    fp.declare_var(*ts.cur, *ts.nxt, *sel)
+    fp.declare_var(*ts.cur)
     fp.rule(inv(*ts.cur), [ts.init(ts.cur)])
-    helper = z3.And(*strengthening) if strengthening else z3.BoolVal(True)
-    body = [inv(*ts.cur), helper, *ts.domain(ts.cur), *template]
-    fp.rule(inv(*ts.nxt), body)
-    res = fp.query(z3.And(inv(*ts.cur), helper, bad))
+    helper = mk_and(strengthening)
+    domain = ts.domain(ts.cur)
+    for step in ts.steps:
+        head = [step.updates.get(i, v) for i, v in enumerate(ts.cur)]
+        fp.rule(inv(*head), [inv(*ts.cur), helper, *domain, step.enabled, z3.Not(step.error)])
+    try:
+        res = fp.query(z3.And(inv(*ts.cur), helper, bad))
+    except z3.Z3Exception:  # canceled by the timeout
+        return z3.unknown, None
     if res != z3.unsat:
         return res, None
     cover = fp.get_cover_delta(-1, inv)
-    subst = [(z3.Var(i, v.sort()), v) for i, v in enumerate(ts.cur)]
-    return res, z3.simplify(z3.substitute_vars(cover, *[v for _, v in subst]))
+    return res, z3.simplify(z3.substitute_vars(cover, *ts.cur))
+
+
+# -- IC3 over the finite encoding (measured against Spacer; see docs/proofs.md) ---------------
+
+Cube = tuple[tuple[int, Any], ...]  # (slot, internal value) pairs
+
+
+class IC3:
+    """A textbook IC3/PDR over the bit-vector encoding: frames of clauses (negated
+    cubes of slot values), relative-induction queries, cube generalization by unsat
+    cores, clause propagation. ``strengthening`` (inductive clauses found by
+    inference) constrains every state. No symmetry breaking: the invariant must hold
+    for every transition."""
+
+    def __init__(self, ts: TransitionSystem, strengthening: list[z3.BoolRef],
+                 bad: z3.BoolRef, deadline: Deadline) -> None:
+        self.ts = ts
+        self.deadline = deadline
+        self.bad = bad
+        self.solver = ts.solver()
+        s = self.solver
+        # the transition sits behind a literal: a state without successors must still
+        # count in the "is a bad state in this frame" queries
+        self.step = z3.Bool("ic3!step")
+        helper = mk_and([ts.enc(c) for c in strengthening])
+        s.add(*ts.domain(ts.cur), helper)
+        s.add(z3.Implies(self.step, mk_and([*ts.trans_template(), ts.rename(helper, ts.nxt)])))
+        self.init_lit = z3.Bool("ic3!init")
+        s.add(z3.Implies(self.init_lit, ts.init(ts.cur)))
+        self.levels: list[list[Cube]] = [[]]  # lemmas (as blocked cubes) per level, 1-based
+        self.acts: list[z3.BoolRef] = [self.init_lit]
+        self._lits: dict[tuple[int, Any, bool], z3.BoolRef] = {}
+        self.queries = 0
+
+    # -- plumbing ----------------------------------------------------------------------
+    def _lit(self, slot: int, value: Any, nxt: bool) -> z3.BoolRef:
+        key = (slot, value, nxt)
+        lit = self._lits.get(key)
+        if lit is None:
+            lit = z3.Bool(f"ic3!{'n' if nxt else 'c'}{slot}={value}")
+            var = (self.ts.nxt if nxt else self.ts.cur)[slot]
+            self.solver.add(lit == (var == self.ts.value(slot, value)))
+            self._lits[key] = lit
+        return lit
+
+    def _frame(self, i: int) -> list[z3.BoolRef]:
+        """Assumptions selecting frame i (lemmas of levels >= i; level 0 is init)."""
+        if i == 0:
+            return [self.init_lit]
+        return self.acts[i:]
+
+    def _check(self, *assumptions: z3.BoolRef) -> z3.CheckSatResult:
+        if self.deadline.expired():
+            raise InferenceTimeout()
+        self.deadline.arm(self.solver)
+        self.queries += 1
+        res = self.solver.check(*assumptions)
+        if res == z3.unknown:
+            raise InferenceTimeout()
+        return res
+
+    def _cube(self, vs: list[z3.ExprRef]) -> Cube:
+        model = self.solver.model()
+        return tuple((i, self.ts.decode(i, model.eval(v, model_completion=True)))
+                     for i, v in enumerate(vs))
+
+    def _add_level(self) -> None:
+        self.acts.append(z3.Bool(f"ic3!F{len(self.acts)}"))
+        self.levels.append([])
+
+    def _block_clause(self, cube: Cube, level: int) -> None:
+        clause = z3.Or(*[z3.Not(self._lit(i, v, False)) for i, v in cube])
+        self.solver.add(z3.Implies(self.acts[level], clause))
+        self.levels[level].append(cube)
+
+    # -- the algorithm -------------------------------------------------------------------
+    def run(self) -> tuple[str, int, list[Cube]]:
+        """("safe", level, lemmas) or ("unsafe", depth bound, [])."""
+        bad_lit = z3.Bool("ic3!bad")
+        self.solver.add(z3.Implies(bad_lit, self.bad))
+        if self._check(self.init_lit, bad_lit) == z3.sat:
+            return "unsafe", 0, []
+        self._add_level()
+        k = 1
+        while True:
+            while self._check(bad_lit, *self._frame(k)) == z3.sat:
+                if not self._block(self._cube(self.ts.cur), k):
+                    return "unsafe", k, []
+            self._add_level()
+            fixed = self._propagate(k)
+            if fixed is not None:
+                lemmas = [c for lvl in self.levels[fixed:] for c in lvl]
+                return "safe", fixed, lemmas
+            k += 1
+
+    def _block(self, cube: Cube, level: int) -> bool:
+        queue: list[tuple[int, int, Cube]] = [(level, 0, cube)]
+        n = 0
+        while queue:
+            queue.sort(key=lambda x: (x[0], x[1]))
+            lvl, _, c = queue[0]
+            if lvl == 0 or self._meets_init(c):  # reaches back to an initial state
+                return False
+            pred = self._predecessor(c, lvl)
+            if pred is None:
+                queue.pop(0)
+                self._block_clause(self._generalize(c, lvl), lvl)
+            else:
+                n += 1
+                queue.append((lvl - 1, n, pred))
+        return True
+
+    def _predecessor(self, cube: Cube, lvl: int) -> Cube | None:
+        """A state of frame lvl-1 (outside ``cube``) stepping into ``cube``, or None."""
+        nots = z3.Or(*[z3.Not(self._lit(i, v, False)) for i, v in cube])
+        lit = z3.Bool(f"ic3!q{self.queries}")
+        self.solver.add(z3.Implies(lit, nots))
+        res = self._check(lit, self.step, *self._frame(lvl - 1),
+                          *[self._lit(i, v, True) for i, v in cube])
+        if res == z3.sat:
+            return self._cube(self.ts.cur)
+        core = {str(x) for x in self.solver.unsat_core()}
+        self._core = core
+        return None
+
+    def _generalize(self, cube: Cube, lvl: int) -> Cube:
+        core = self._core
+        kept = tuple((i, v) for i, v in cube if str(self._lit(i, v, True)) in core)
+        if not kept or self._meets_init(kept):
+            return cube
+        return kept
+
+    def _meets_init(self, cube: Cube) -> bool:
+        init = self.ts.system.initial
+        return all(init[i] == v for i, v in cube)
+
+    def _propagate(self, k: int) -> int | None:
+        for i in range(1, k + 1):
+            for cube in list(self.levels[i]):
+                cls_next = [self._lit(s, v, True) for s, v in cube]
+                if self._check(self.step, *self._frame(i), *cls_next) == z3.unsat:
+                    self.levels[i].remove(cube)
+                    self._block_clause(cube, i + 1)
+            if not self.levels[i]:
+                return i + 1
+        return None
+
+    def invariant(self, lemmas: list[Cube]) -> z3.BoolRef:
+        """The lemmas over the integer-encoded variables."""
+        cur = self.ts.int_cur
+        clauses = [z3.Or(*[z3.Not(_eq(cur[i], self.ts.types[i].kind, v)) for i, v in cube])
+                   for cube in lemmas]
+        return mk_and(clauses)
+
+
+def _eq(var: z3.ExprRef, kind: str, value: Any) -> z3.BoolRef:
+    return var == (z3.BoolVal(bool(value)) if kind == "bool" else z3.IntVal(int(value)))
+
+
+def ic3(int_ts: TransitionSystem, strengthening: list[z3.BoolRef], bad: z3.BoolRef,
+        timeout_ms: int | None) -> tuple[z3.CheckSatResult, z3.BoolRef | None]:
+    """:func:`spacer`'s contract, decided by :class:`IC3` on the bit-vector encoding."""
+    ts = int_ts.twin("bv")
+    engine = IC3(ts, strengthening, ts.enc(bad), Deadline(None if timeout_ms is None
+                                                        else timeout_ms / 1000))
+    try:
+        verdict, _, lemmas = engine.run()
+    except InferenceTimeout:
+        return z3.unknown, None
+    if verdict == "unsafe":
+        return z3.sat, None
+    return z3.unsat, engine.invariant(lemmas)
 
 
 # -- the engine -------------------------------------------------------------------------------
 
 def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_dir: Path,
-            progress: ProgressFn | None = None) -> EngineOutcome:
+            progress: ProgressFn | None = None, quick_depth: int = 10,
+            inference: bool = True, fallback: str = "spacer") -> EngineOutcome:
+    """Prove or refute every property (see the module docstring). ``quick_depth``
+    bounds the first BMC pass; ``inference=False`` leaves everything to the fallback
+    prover, ``fallback="ic3"`` uses our IC3 instead of Spacer (both for comparisons)."""
     deadline = Deadline(timeout)
     report = analyse_symmetry(system)
     symmetric = (report.requests, report.pages)
     ts = TransitionSystem(system, "bv", symmetric)
-    inferred = infer(system, ts, symmetric, deadline)
-    extra: dict[str, Any] = {"inference": inferred.notes}
     verdicts: dict[str, Verdict] = {}
-    props = {p.name: p for p in system.properties}
+    extra: dict[str, Any] = {}
+    # 1. shallow bugs: a few seconds of bounded model checking
+    search = Search(system, ts, deadline, "pdr")
+    pending = list(system.properties)
+    budget = 10.0 if timeout is None else min(10.0, 0.25 * timeout)
+    search.deepen(pending, verdicts, max_depth=quick_depth, until=time.monotonic() + budget)
+    extra["quick_bmc_depth"] = search.depth
+    if progress is not None:
+        progress(search.depth, search.depth, deadline.elapsed())
+    # 2. inference for the rest
+    inferred = infer(system, ts, symmetric, deadline, [p.name for p in pending]) \
+        if pending and inference else Inferred(None, None)
+    extra["inference"] = inferred.notes
     sel = inferred.selection
     clauses, readable = inferred.clauses()
     proved: list[str] = []
-    if sel is not None and sel.errors_excluded and sel.proved:
-        proved = list(sel.proved)
-    if progress is not None:
-        progress(0, 0, deadline.elapsed())
-    open_props = [p for p in system.properties if p.name not in proved]
+    if sel is not None and sel.errors_excluded:
+        proved = [name for name in sel.proved if any(p.name == name for p in pending)]
+    open_props = [p for p in pending if p.name not in proved]
+    # 3. Spacer for what the candidates cannot support, BMC for what fails
     spacer_inv: z3.BoolRef | None = None
-    int_ts = ts.twin("int")
     if open_props:
-        strengthening = clauses if sel is not None else []
-        spacer_inv = _spacer_loop(system, int_ts, ts, strengthening, open_props, deadline,
-                                  verdicts, extra, sel is None or not sel.errors_excluded)
-        for p in open_props:
-            if p.name not in verdicts:
-                proved.append(p.name)
-    certificate_note = ""
+        spacer_inv = _decide(system, ts.twin("int"), search, clauses if sel else [],
+                             open_props, deadline, verdicts, extra,
+                             with_errors=sel is None or not sel.errors_excluded,
+                             fallback=fallback)
+        if spacer_inv is not None:
+            proved += [p.name for p in open_props if p.name not in verdicts]
     if proved:
-        inv_clauses = list(clauses)
-        inv_readable = list(readable)
-        if spacer_inv is not None and not z3.is_true(spacer_inv):
-            inv_clauses.append(spacer_inv)
-            inv_readable.append("Spacer lemmas: " + _short(spacer_inv))
-        invariant = Invariant(inv_clauses, inv_readable)
-        check = verify_invariant(system, invariant, proved)
-        if not check.ok:
-            raise InternalError("pdr: the inferred invariant does not re-check: "
-                                + "; ".join(check.problems))
-        extra["certificate_check_seconds"] = round(check.seconds, 3)
-        if save_proof:
-            path = write_certificate(system, invariant, proofs_dir,
-                                     method="pdr: template inference + Spacer",
-                                     stats={"seconds": round(deadline.elapsed(), 2),
-                                            **inferred.notes})
-            certificate_note = f", saved {path}"
-        for name in proved:
-            verdicts[name] = Verdict(name, Status.PROVED, "pdr",
-                                     f"inductive invariant, {len(inv_clauses)} clauses"
-                                     + certificate_note)
+        _prove(system, clauses, readable, spacer_inv, proved, verdicts, extra, save_proof,
+               proofs_dir, deadline, inferred.notes,
+               "IC3" if fallback == "ic3" else "Spacer")
     for p in system.properties:
         if p.name not in verdicts:
             verdicts[p.name] = Verdict(p.name, Status.UNKNOWN, "pdr",
                                        "timeout" if deadline.expired() else "solver gave up")
-    stats = Stats(seconds=deadline.elapsed())
+    stats = Stats(seconds=deadline.elapsed(), depth=max(search.depth, 0))
     stats.extra["pdr"] = extra
     return EngineOutcome([verdicts[p.name] for p in system.properties], stats, "pdr")
 
 
-def _spacer_loop(system: System, int_ts: TransitionSystem, bmc_ts: TransitionSystem,
-                 strengthening: list[z3.BoolRef], open_props: list[Property],
-                 deadline: Deadline, verdicts: dict[str, Verdict], extra: dict[str, Any],
-                 with_errors: bool) -> z3.BoolRef | None:
-    """Decide ``open_props`` (and model errors when ``with_errors``) with Spacer; the
-    violated ones get shortest counterexamples. Returns Spacer's invariant for the
-    rest, or None when undecided ones remain (they get no verdict here)."""
-    pending = list(open_props)
-    t0 = time.monotonic()
+def _prove(system: System, clauses: list[z3.BoolRef], readable: list[str],
+           spacer_inv: z3.BoolRef | None, proved: list[str], verdicts: dict[str, Verdict],
+           extra: dict[str, Any], save_proof: bool, proofs_dir: Path, deadline: Deadline,
+           notes: dict[str, Any], prover: str = "Spacer") -> None:
+    """Re-check the invariant on every instance, then record PROVED (and the certificate)."""
+    inv_clauses, inv_readable = list(clauses), list(readable)
+    if spacer_inv is not None and not z3.is_true(spacer_inv):
+        inv_clauses.append(spacer_inv)
+        inv_readable.append(f"{prover} lemmas: " + _short(spacer_inv))
+    invariant = Invariant(inv_clauses, inv_readable)
+    check = verify_invariant(system, invariant, proved)
+    if not check.ok:
+        raise InternalError("pdr: the invariant found does not re-check: "
+                            + "; ".join(check.problems))
+    extra["certificate_check_seconds"] = round(check.seconds, 3)
+    note = ""
+    if save_proof:
+        method = "template inference" + (f" + {prover}" if spacer_inv is not None else "")
+        path = write_certificate(system, invariant, proofs_dir, method=method,
+                                 stats={"seconds": round(deadline.elapsed(), 2), **notes})
+        note = f", saved to {path}"
+        extra["certificate"] = str(path)
+    for name in proved:
+        verdicts[name] = Verdict(name, Status.PROVED, "pdr",
+                                 f"inductive invariant, {_clauses(len(inv_clauses))}{note}")
+
+
+def _decide(system: System, int_ts: TransitionSystem, search: Search,
+            strengthening: list[z3.BoolRef], open_props: list[Property], deadline: Deadline,
+            verdicts: dict[str, Verdict], extra: dict[str, Any], with_errors: bool,
+            fallback: str = "spacer") -> z3.BoolRef | None:
+    """Alternate Spacer (or our IC3) — can it prove the rest? — with deeper BMC
+    (shortest counterexamples), with growing time slices. Returns the prover's
+    invariant once the remaining properties are proved; None if time ran out first."""
+    pending = [p for p in open_props if p.name not in verdicts]
+    slice_s = 2.0
+    spent = 0.0
     while pending and not deadline.expired():
-        bad = z3.Or(*[int_ts.bad(p) for p in pending])
+        bad = mk_or([int_ts.bad(p) for p in pending])
         if with_errors:
             bad = z3.Or(bad, int_ts.any_error())
-        res, inv = spacer(int_ts, strengthening, bad, deadline)
-        extra["spacer_seconds"] = round(time.monotonic() - t0, 2)
+        left = deadline.left_ms()
+        ms = int(slice_s * 1000) if left is None else min(int(slice_s * 1000), left)
+        t0 = time.monotonic()
+        if fallback == "ic3":
+            res, inv = ic3(int_ts, strengthening, bad, ms)
+        else:
+            res, inv = spacer(int_ts, strengthening, bad, ms)
+        spent += time.monotonic() - t0
+        extra[f"{fallback}_seconds"] = round(spent, 2)
         if res == z3.unsat:
             return inv if inv is not None else z3.BoolVal(True)
-        if res == z3.unknown:
-            for p in pending:
-                verdicts[p.name] = Verdict(p.name, Status.UNKNOWN, "pdr",
-                                           "timeout" if deadline.expired() else
-                                           "Spacer gave up")
-            return None
-        # some bad state is reachable: find which, with shortest traces
-        before = {p.name for p in pending}
-        if not _first_violation(system, bmc_ts, pending, deadline, verdicts, with_errors):
-            for p in pending:
-                verdicts.setdefault(p.name, Verdict(p.name, Status.UNKNOWN, "pdr", "timeout"))
-            return None
-        pending = [p for p in pending if p.name in before and p.name not in verdicts]
-        with_errors = False if not pending else with_errors
-    for p in pending:
-        verdicts.setdefault(p.name, Verdict(p.name, Status.UNKNOWN, "pdr", "timeout"))
+        until = time.monotonic() + slice_s
+        if deadline.end is not None:
+            until = min(until, deadline.end)
+        if not search.deepen(pending, verdicts, max_depth=10 ** 6, until=until):
+            break
+        extra["bmc_depth"] = search.depth
+        slice_s *= 2
     return None
 
 
-def _first_violation(system: System, ts: TransitionSystem, pending: list[Property],
-                     deadline: Deadline, verdicts: dict[str, Verdict], with_errors: bool
-                     ) -> bool:
-    """Deepen BMC until some pending property is violated (model errors raise)."""
-    from kvspec.engines.bmc import _check_depth
-
-    unroller = Unroller(ts)
-    todo = list(pending)
-    k = 0
-    while not deadline.expired():
-        if k > 0:
-            if check_errors(unroller, k - 1, deadline, "pdr") == z3.unknown:
-                return False
-            unroller.extend()
-        n = len(todo)
-        if _check_depth(system, ts, unroller, todo, verdicts, k, deadline):
-            return False
-        if len(todo) < n:
-            for name in [p.name for p in pending if p not in todo]:
-                v = verdicts[name]
-                verdicts[name] = Verdict(name, v.status, "pdr", v.detail, v.trace)
-            return True
-        k += 1
-    return False
+def _clauses(n: int) -> str:
+    return f"{n} clause" if n == 1 else f"{n} clauses"
 
 
 def _short(e: z3.ExprRef, limit: int = 160) -> str:
     text = " ".join(str(e).split())
     return text if len(text) <= limit else text[:limit] + " …"
-

@@ -27,8 +27,9 @@ it as a :class:`~kvspec.lang.errors.ModelError` after replaying the path to it.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import z3
 from z3.z3 import _to_expr_ref
@@ -146,112 +147,147 @@ _CMP = {z3.Z3_OP_LE: lambda a, b: a <= b, z3.Z3_OP_LT: lambda a, b: a < b,
 class BitVecImage:
     """Translates integer terms over known-bounded Int constants to signed bit-vectors.
 
-    Every Int subterm gets an interval (sound over-approximation of its values);
-    a term whose interval does not fit ``width`` signed bits raises
-    :class:`EncodingOverflow`, so a translated term always means the same as the
-    integer one."""
+    Every Int subterm gets an interval (a sound over-approximation of its values)
+    and a *reach* (the largest magnitude of it and of every partial sum or product
+    computed on the way); a term whose reach does not fit ``width`` signed bits
+    raises :class:`EncodingOverflow`, so a translated term always means the same as
+    the integer one."""
 
     def __init__(self, bounds: dict[str, tuple[int, int]], width: int) -> None:
         self.bounds = bounds
         self.width = width
-        self.lo = -(2 ** (width - 1))
-        self.hi = 2 ** (width - 1) - 1
-        self._memo: dict[int, tuple[z3.ExprRef, z3.ExprRef, tuple[int, int] | None]] = {}
+        self.limit = 2 ** (width - 1) - 1  # |value| <= limit fits (and -limit - 1)
+        self._iv: dict[int, tuple[z3.ExprRef, tuple[int, int] | None, int]] = {}
+        self._bv: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
 
     @staticmethod
-    def needed_width(lo: int, hi: int) -> int:
+    def needed_width(reach: int) -> int:
         w = 2
-        while not (-(2 ** (w - 1)) <= lo and hi <= 2 ** (w - 1) - 1):
+        while reach > 2 ** (w - 1) - 1:
             w += 1
         return w
 
+    # -- intervals ---------------------------------------------------------------------
     def interval(self, e: z3.ExprRef) -> tuple[int, int] | None:
-        return self._visit(e)[1]
+        return self._analyse(e)[0]
 
-    def __call__(self, e: z3.ExprRef) -> z3.ExprRef:
-        return self._visit(e)[0]
+    def reach(self, e: z3.ExprRef) -> int:
+        """The largest magnitude any (partial) value of ``e``'s Int subterms can take."""
+        return self._analyse(e)[1]
 
-    def _visit(self, e: z3.ExprRef) -> tuple[z3.ExprRef, tuple[int, int] | None]:
+    def _analyse(self, e: z3.ExprRef) -> tuple[tuple[int, int] | None, int]:
         key = e.get_id()
-        hit = self._memo.get(key)
+        hit = self._iv.get(key)
         if hit is not None:
             return hit[1], hit[2]
-        out, iv = self._translate(e)
-        if iv is not None and (iv[0] < self.lo or iv[1] > self.hi):
-            raise EncodingOverflow(f"{e} ranges over {iv[0]}..{iv[1]}, beyond {self.width} bits")
-        self._memo[key] = (e, out, iv)  # keep e alive: Z3 reuses ids of freed terms
-        return out, iv
+        iv, reach = self._interval(e)
+        self._iv[key] = (e, iv, reach)  # keep e alive: Z3 reuses ids of freed terms
+        return iv, reach
 
-    def _translate(self, e: z3.ExprRef) -> tuple[z3.ExprRef, tuple[int, int] | None]:
-        W = self.width
+    def _interval(self, e: z3.ExprRef) -> tuple[tuple[int, int] | None, int]:
         if z3.is_int_value(e):
             v = e.as_long()
-            return z3.BitVecVal(v, W), (v, v)
-        d = e.decl()
-        op = d.kind()
+            return (v, v), abs(v)
         if e.num_args() == 0:
-            if op == z3.Z3_OP_UNINTERPRETED and e.sort() == z3.IntSort():
-                name = d.name()
+            if e.sort() == z3.IntSort():
+                name = e.decl().name()
                 if name not in self.bounds:
                     raise EncodingOverflow(f"unbounded integer constant {name}")
-                return z3.BitVec(name, W), self.bounds[name]
-            if z3.is_bool(e):
-                return e, None
-            raise EncodingOverflow(f"unsupported constant {e}")
-        kids = [self._visit(c) for c in e.children()]
-        ch = [k[0] for k in kids]
-        ivs = [k[1] for k in kids]
+                lo, hi = self.bounds[name]
+                return (lo, hi), max(abs(lo), abs(hi))
+            return None, 0
+        kids = [self._analyse(c) for c in e.children()]
+        reach = max(r for _, r in kids)
+        ivs = [iv for iv, _ in kids]
+        op = e.decl().kind()
         if op in (z3.Z3_OP_ADD, z3.Z3_OP_SUB):
-            acc, lo, hi = ch[0], ivs[0][0], ivs[0][1]  # type: ignore[index]
-            reach = max(abs(lo), abs(hi))
-            for c, iv in zip(ch[1:], ivs[1:]):
+            lo, hi = ivs[0]  # type: ignore[misc]
+            for iv in ivs[1:]:
                 assert iv is not None
-                if op == z3.Z3_OP_ADD:
-                    acc, lo, hi = acc + c, lo + iv[0], hi + iv[1]
-                else:
-                    acc, lo, hi = acc - c, lo - iv[1], hi - iv[0]
+                lo, hi = (lo + iv[0], hi + iv[1]) if op == z3.Z3_OP_ADD else \
+                    (lo - iv[1], hi - iv[0])
                 reach = max(reach, abs(lo), abs(hi))
-            self._fits(-reach, reach, e)  # every partial sum lies within ±reach
-            return acc, (lo, hi)
+            return (lo, hi), reach
         if op == z3.Z3_OP_UMINUS:
             lo, hi = ivs[0]  # type: ignore[misc]
-            return -ch[0], (-hi, -lo)
+            return (-hi, -lo), reach
         if op == z3.Z3_OP_MUL:
-            acc, iv = ch[0], ivs[0]
-            for c, civ in zip(ch[1:], ivs[1:]):
+            iv = ivs[0]
+            for civ in ivs[1:]:
                 prods = [a * b for a in iv for b in civ]  # type: ignore[union-attr]
-                acc, iv = acc * c, (min(prods), max(prods))
-                self._fits(iv[0], iv[1], e)
-            return acc, iv
+                iv = (min(prods), max(prods))
+                reach = max(reach, abs(iv[0]), abs(iv[1]))
+            return iv, reach
         if op in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD):
             if not z3.is_int_value(e.arg(1)) or e.arg(1).as_long() <= 0:
                 raise EncodingOverflow(f"division by a non-constant in {e}")
             c = e.arg(1).as_long()
-            a, (lo, hi) = ch[0], ivs[0]  # type: ignore[misc]
-            cv = z3.BitVecVal(c, W)
-            self._fits(lo - c, hi + c, e)
-            floor = z3.If(a >= 0, z3.UDiv(a, cv), -z3.UDiv(-a + (c - 1), cv))
-            if op == z3.Z3_OP_IDIV:
-                return floor, (lo // c, hi // c)
-            return a - floor * cv, (0, c - 1)
-        if op in _CMP:
-            return _CMP[op](ch[0], ch[1]), None
-        if op == z3.Z3_OP_EQ:
-            return ch[0] == ch[1], None
-        if op == z3.Z3_OP_DISTINCT:
-            return z3.Distinct(*ch), None
-        if op == z3.Z3_OP_ITE:
-            if ivs[1] is None:
-                return z3.If(ch[0], ch[1], ch[2]), None
-            return z3.If(ch[0], ch[1], ch[2]), (min(ivs[1][0], ivs[2][0]),  # type: ignore[index]
-                                               max(ivs[1][1], ivs[2][1]))  # type: ignore[index]
-        if all(z3.is_bool(c) for c in ch) and z3.is_bool(e):
-            return d(*ch), None  # and, or, not, implies, xor, pseudo-boolean constraints
+            lo, hi = ivs[0]  # type: ignore[misc]
+            reach = max(reach, abs(lo - c), abs(hi + c))
+            return ((lo // c, hi // c) if op == z3.Z3_OP_IDIV else (0, c - 1)), reach
+        if op == z3.Z3_OP_ITE and ivs[1] is not None:
+            a, b = ivs[1], ivs[2]
+            return (min(a[0], b[0]), max(a[1], b[1])), reach  # type: ignore[index]
+        if z3.is_bool(e) or op == z3.Z3_OP_ITE:
+            return None, reach
         raise EncodingOverflow(f"unsupported operation in {e}")
 
-    def _fits(self, lo: int, hi: int, e: z3.ExprRef) -> None:
-        if lo < self.lo or hi > self.hi:
-            raise EncodingOverflow(f"{e} may reach {lo}..{hi}, beyond {self.width} bits")
+    # -- translation -------------------------------------------------------------------
+    def __call__(self, e: z3.ExprRef) -> z3.ExprRef:
+        reach = self.reach(e)
+        if reach > self.limit:
+            raise EncodingOverflow(f"{e} may reach ±{reach}, beyond {self.width} bits")
+        return self._translate(e)
+
+    def _translate(self, e: z3.ExprRef) -> z3.ExprRef:
+        key = e.get_id()
+        hit = self._bv.get(key)
+        if hit is not None:
+            return hit[1]
+        out = self._build(e)
+        self._bv[key] = (e, out)
+        return out
+
+    def _build(self, e: z3.ExprRef) -> z3.ExprRef:
+        W = self.width
+        if z3.is_int_value(e):
+            return z3.BitVecVal(e.as_long(), W)
+        d = e.decl()
+        if e.num_args() == 0:
+            return z3.BitVec(d.name(), W) if e.sort() == z3.IntSort() else e
+        op = d.kind()
+        ch = [self._translate(c) for c in e.children()]
+        if op == z3.Z3_OP_ADD:
+            acc = ch[0]
+            for c in ch[1:]:
+                acc = acc + c
+            return acc
+        if op == z3.Z3_OP_SUB:
+            acc = ch[0]
+            for c in ch[1:]:
+                acc = acc - c
+            return acc
+        if op == z3.Z3_OP_UMINUS:
+            return -ch[0]
+        if op == z3.Z3_OP_MUL:
+            acc = ch[0]
+            for c in ch[1:]:
+                acc = acc * c
+            return acc
+        if op in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD):
+            c = e.arg(1).as_long()
+            a, cv = ch[0], z3.BitVecVal(c, W)
+            floor = z3.If(a >= 0, z3.UDiv(a, cv), -z3.UDiv(-a + (c - 1), cv))
+            return floor if op == z3.Z3_OP_IDIV else a - floor * cv
+        if op in _CMP:
+            return _CMP[op](ch[0], ch[1])
+        if op == z3.Z3_OP_EQ:
+            return ch[0] == ch[1]
+        if op == z3.Z3_OP_DISTINCT:
+            return z3.Distinct(*ch)
+        if op == z3.Z3_OP_ITE:
+            return z3.If(ch[0], ch[1], ch[2])
+        return d(*ch)  # and, or, not, implies, xor, pseudo-boolean constraints
 
 
 # -- the transition system ----------------------------------------------------------------
@@ -307,7 +343,7 @@ class TransitionSystem:
         self._posts: dict[int, Renaming] = {}
 
     def twin(self, encoding: str, symmetry: tuple[bool, bool] = (False, False)
-             ) -> "TransitionSystem":
+             ) -> TransitionSystem:
         """The same system in another encoding, without re-running the encoder."""
         return TransitionSystem(self.system, encoding, symmetry, self._raw)
 
@@ -336,17 +372,12 @@ class TransitionSystem:
             terms.extend(r.updates.values())
             terms.extend(c for c, _ in r.errors)
         probe = BitVecImage(bounds, 64)
-        lo, hi = -1, 1
-        for lb, ub in bounds.values():
-            lo, hi = min(lo, lb), max(hi, ub)
+        reach = max([1] + [max(abs(lb), abs(ub)) for lb, ub in bounds.values()])
         for term in terms:
-            probe(term)
-        for _, (e, _, iv) in probe._memo.items():
-            if iv is not None:
-                lo, hi = min(lo, iv[0]), max(hi, iv[1])
+            reach = max(reach, probe.reach(term))
         # one spare bit: candidate invariants add counts and sums of their own
-        width = BitVecImage.needed_width(lo, hi) + 1
-        image = BitVecImage(bounds, width)
+        image = BitVecImage(bounds, BitVecImage.needed_width(reach) + 1)
+        image._iv = probe._iv
         for term in terms:
             image(term)
         return image

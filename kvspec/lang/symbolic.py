@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import z3
+from z3.z3 import _to_expr_ref
 
 from kvspec.lang.declare import SCALAR
 from kvspec.lang.errors import ModelError, current_location
@@ -57,7 +58,15 @@ def _and(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
         return a
     if _is_false(a) or _is_false(b):
         return FALSE
-    return z3.And(a, b)
+    return _mk2(z3.Z3_mk_and, a, b)
+
+
+def _mk2(fn: Callable[..., Any], a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
+    """``And``/``Or`` of two Bools by a direct C call (the z3 wrappers re-check and
+    coerce every argument, which dominated the encoder's time)."""
+    ctx = a.ctx
+    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+    return z3.BoolRef(fn(ctx.ref(), 2, arr), ctx)
 
 
 def _or(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
@@ -67,7 +76,7 @@ def _or(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
         return a
     if _is_true(a) or _is_true(b):
         return TRUE
-    return z3.Or(a, b)
+    return _mk2(z3.Z3_mk_or, a, b)
 
 
 def _not(a: z3.BoolRef) -> z3.BoolRef:
@@ -75,7 +84,8 @@ def _not(a: z3.BoolRef) -> z3.BoolRef:
         return FALSE
     if _is_false(a):
         return TRUE
-    return z3.Not(a)
+    ctx = a.ctx
+    return z3.BoolRef(z3.Z3_mk_not(ctx.ref(), a.as_ast()), ctx)
 
 
 def _ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
@@ -83,7 +93,10 @@ def _ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
         return a
     if _is_false(c):
         return b
-    return z3.If(c, a, b)
+    if not a.sort().eq(b.sort()):
+        return z3.If(c, a, b)  # let the wrapper coerce (or report) mixed sorts
+    ctx = a.ctx
+    return _to_expr_ref(z3.Z3_mk_ite(ctx.ref(), c.as_ast(), a.as_ast(), b.as_ast()), ctx)
 
 
 def _concrete(x: Any) -> bool:

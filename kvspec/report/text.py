@@ -94,10 +94,15 @@ def print_result(console: Console, result: Result, path: str) -> None:
     head.append("kvspec ", style="bold")
     head.append(f"{system.name} ({path})  {sizes_text(system.sizes)}")
     console.print(head, soft_wrap=True)
-    detail = f"  {result.engine}: {stats.states:,} states, {stats.transitions:,} transitions, " \
-             f"depth {stats.depth}, {stats.seconds:.2f} s"
-    if stats.states and stats.seconds > 0:
-        detail += f" ({stats.states_per_s:,.0f} states/s)"
+    if stats.states:
+        detail = f"  {result.engine}: {stats.states:,} states, {stats.transitions:,} " \
+                 f"transitions, depth {stats.depth}, {stats.seconds:.2f} s"
+        if stats.seconds > 0:
+            detail += f" ({stats.states_per_s:,.0f} states/s)"
+    elif stats.depth:  # symbolic engines explore no explicit states
+        detail = f"  {result.engine}: depth {stats.depth}, {stats.seconds:.2f} s"
+    else:
+        detail = f"  {result.engine}: {stats.seconds:.2f} s"
     sym = stats.symmetry
     if sym.get("reduction_factor") and sym.get("reduction_factor") != 1.0:
         approx = "" if sym.get("concrete_states_exact", True) else "≈"

@@ -97,7 +97,7 @@ def print_result(console: Console, result: Result, path: str) -> None:
     if stats.states:
         detail = f"  {result.engine}: {stats.states:,} states, {stats.transitions:,} " \
                  f"transitions, depth {stats.depth}, {stats.seconds:.2f} s"
-        if stats.seconds > 0:
+        if stats.seconds > 0 and result.engine == "explicit":
             detail += f" ({stats.states_per_s:,.0f} states/s)"
     elif stats.depth:  # symbolic engines explore no explicit states
         detail = f"  {result.engine}: depth {stats.depth}, {stats.seconds:.2f} s"

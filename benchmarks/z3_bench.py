@@ -176,18 +176,26 @@ def main() -> None:
     ap.add_argument("--encodings", action="store_true")
     ap.add_argument("--spacer", action="store_true")
     ap.add_argument("--ic3", action="store_true", help="also Spacer vs our IC3, alone")
+    ap.add_argument("--only-extras", action="store_true",
+                    help="skip the two standard tables (with --encodings/--spacer/--ic3)")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds per measurement")
     args = ap.parse_args()
     sizes = QUICK if args.quick else SIZES
     print(f"# kvspec Z3 engines — {time.strftime('%Y-%m-%d')}\n")
+    if not args.only_extras:
+        standard_tables(sizes, args.budget)
+    extras(args, sizes)
+
+
+def standard_tables(sizes: list[tuple[int, int]], budget: float) -> None:
     print("## models/patched.py\n")
     print("| requests,pages | BMC d5 (s) | BMC d10 (s) | BMC d15 (s) | k-induction | "
           "PDR proof (s) | invariant | certificate re-check (s) |")
     print("|---|---|---|---|---|---|---|---|")
     for r, p in sizes:
-        b = run(bmc_depths, "patched.py", r, p, args.budget)
-        k = run(kind, "patched.py", r, p, min(60.0, args.budget))
-        d = run(pdr, "patched.py", r, p, args.budget)
+        b = run(bmc_depths, "patched.py", r, p, budget)
+        k = run(kind, "patched.py", r, p, min(60.0, budget))
+        d = run(pdr, "patched.py", r, p, budget)
         c = run(recheck, "patched.py", r, p, d["certificate"]) if d.get("certificate") else {}
         verdict = "; ".join(k.get("verdict", [k.get("error", "?")]))
         inv = "; ".join(d.get("verdict", [d.get("error", "?")]))
@@ -200,9 +208,12 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for model in BUGGY:
         for r, p in sizes:
-            f = run(first_cex, model, r, p, args.budget)
+            f = run(first_cex, model, r, p, budget)
             print(f"| {model} | {r},{p} | {_t(f.get('first'))} | {_t(f.get('last'))} | "
                   f"{f.get('lengths', f.get('error'))} |", flush=True)
+
+
+def extras(args: argparse.Namespace, sizes: list[tuple[int, int]]) -> None:
     if args.encodings:
         print("\n## BMC encodings (patched.py, cumulative seconds to depth d)\n")
         print("| requests,pages | encoding | setup | d5 | d10 | d15 |")

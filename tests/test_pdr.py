@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli, system_of
 
 from kvspec.engines.bmc import Deadline

@@ -1,55 +1,37 @@
 """The functions a model body calls: ``require``, ``emit``, ``violate`` and the
-vector helpers. Each forwards to the interpretation that is running the body
-(concrete or symbolic), so one body means the same in both.
+vector reductions. They are *markers*: the static checker recognises them in a
+body and builds the IR (:mod:`kvspec.lang.ir`); they never run. Calling one
+outside a body kvspec checks is a mistake and says so.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from kvspec.lang.errors import ModelError
 from kvspec.props.events import EVENT_KINDS
 
 
-class Kernel(Protocol):
-    def require(self, cond: Any, message: str | None) -> None: ...
-    def emit(self, kind: str, request: Any, page: Any, pages: Any) -> None: ...
-    def violate(self, prop: str, fmt: str, args: dict[str, Any]) -> None: ...
-    def count(self, x: Any) -> Any: ...
-    def any(self, x: Any) -> Any: ...
-    def all(self, x: Any) -> Any: ...
-
-
-_kernels: list[Kernel] = []
-
-
-def push_kernel(kernel: Kernel) -> None:
-    _kernels.append(kernel)
-
-
-def pop_kernel() -> None:
-    _kernels.pop()
-
-
-def current() -> Kernel:
-    if not _kernels:
-        raise ModelError("model code called outside of a kvspec interpretation")
-    return _kernels[-1]
+def _outside(name: str) -> ModelError:
+    return ModelError(f"{name}(...) only has a meaning inside a model body checked by kvspec "
+                      "(an @action, @invariant or a function they call)")
 
 
 def require(cond: Any, message: str | None = None) -> None:
     """The action is enabled only if ``cond`` holds (on the path that reaches here)."""
-    _kernels[-1].require(cond, message)
+    raise _outside("require")
 
 
 class _Emitter:
     """``emit.read(r, p)``, ``emit.free(r, pages=mask)``: lifecycle events."""
 
     def __getattr__(self, kind: str) -> Callable[..., None]:
+        if kind.startswith("__"):
+            raise AttributeError(kind)
         if kind not in EVENT_KINDS:
             raise ModelError(f"unknown event kind {kind!r} (known: {', '.join(EVENT_KINDS)})")
 
-        def fire(request: Any, page: Any = None, *, pages: Any = None) -> None:
-            _kernels[-1].emit(kind, request, page, pages)
+        def fire(*args: Any, **kwargs: Any) -> None:
+            raise _outside(f"emit.{kind}")
 
         fire.__name__ = kind
         return fire
@@ -61,19 +43,19 @@ emit = _Emitter()
 def violate(prop: str, fmt: str, **args: Any) -> None:
     """Used by monitors: property ``prop`` fails here. ``fmt`` is formatted with
     ``args``; ``{x:req}`` prints a request id as ``r0``."""
-    _kernels[-1].violate(prop, fmt, args)
+    raise _outside("violate")
 
 
 def count(x: Any) -> Any:
     """Number of true elements of a mask."""
-    return _kernels[-1].count(x)
+    raise _outside("count")
 
 
 def any_(x: Any) -> Any:
     """Some element of a mask is true."""
-    return _kernels[-1].any(x)
+    raise _outside("any_")
 
 
 def all_(x: Any) -> Any:
     """Every element of a mask is true."""
-    return _kernels[-1].all(x)
+    raise _outside("all_")

@@ -7,52 +7,64 @@ from __future__ import annotations
 import itertools
 import typing
 from dataclasses import dataclass, field
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import z3
 
-from kvspec.lang import fastpath, lowering
-from kvspec.lang.concrete import ConcreteMachine
+from kvspec.lang import ir
+from kvspec.lang.check import Scope, build_function, parse_body
+from kvspec.lang.check_types import of_value_type
 from kvspec.lang.declare import SCALAR, ModelDecl, VarDecl
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.loader import LoadedModel
+from kvspec.lang.pygen import PyGen
 from kvspec.lang.schema import Schema, State, VarInfo
-from kvspec.lang.symbolic import UNDEF, SYM_RUNTIME, StepEncoding, SymKernel
 from kvspec.lang.symvalues import z3_var
 from kvspec.lang.types import PAGE, REQUEST, BoolType, RefType, ValueType, resolve_type
+from kvspec.lang.z3gen import StepEncoding, SymExec
 from kvspec.props import library
-from kvspec.props.events import Event
+from kvspec.props.events import EVENT_KINDS, Event, format_reason
 
 LIBRARY_FILE = library.__file__
+
+#: the largest id spaces and state a model may be compiled with (checked before allocating)
+MAX_IDS = 4096
+MAX_SLOTS = 1_000_000
+MAX_INSTANCES = 1_000_000
 
 
 @dataclass
 class ActionDef:
     name: str
-    fn: Callable[..., Any]
-    body: lowering.ParsedBody
+    fn: Callable[..., Any]  # compiled step: (state, *args) -> (next, events, violations) | None
+    ir: ir.Function
     params: list[tuple[str, ValueType]]
-    fast: Callable[..., Any] | None = None  # hot-path concrete form (kvspec.lang.fastpath)
-    guard: tuple[Callable[..., Any], list[int]] | None = None  # hoisted leading guard
-    lowered: Callable[..., Any] | None = None
+    pyfn: Callable[..., Any] | None = None  # the model's own function (docstring, source)
+    guard: tuple[Callable[..., Any], list[int]] | None = None  # leading guard, its parameters
+    fast: Callable[..., Any] | None = None  # kept for engines that prefer a fast form
+
+    @property
+    def line(self) -> int:
+        return self.ir.line
 
 
 @dataclass(frozen=True)
 class ActionInstance:
     index: int
     action: ActionDef
-    args: tuple[Any, ...]  # Python values passed to the body
+    args: tuple[Any, ...]  # encoded values (ints, bools)
 
     @property
     def name(self) -> str:
         return self.action.name
 
     def label(self) -> str:
-        parts = [t.fmt(t.encode(a)) for (_, t), a in zip(self.action.params, self.args)]
+        parts = [t.fmt(a) for (_, t), a in zip(self.action.params, self.args)]
         return f"{self.name}({', '.join(parts)})"
 
     def args_json(self) -> dict[str, Any]:
-        return {n: t.to_json(t.encode(a)) for (n, t), a in zip(self.action.params, self.args)}
+        return {n: t.to_json(a) for (n, t), a in zip(self.action.params, self.args)}
 
 
 @dataclass
@@ -61,9 +73,10 @@ class Property:
     kind: str  # "monitor" or "invariant"
     summary: str
     flag: int | None = None  # state slot of the violation flag (monitor properties)
-    fn: Callable[..., Any] | None = None  # invariant body
-    body: lowering.ParsedBody | None = None
-    lowered: Callable[..., Any] | None = None
+    fn: Callable[..., Any] | None = None  # compiled invariant: (state) -> bool
+    ir: ir.Function | None = None
+    file: str | None = None
+    line: int | None = None
 
 
 @dataclass
@@ -72,6 +85,35 @@ class StepResult:
     state: State
     events: list[Event]
     violations: list[tuple[str, str, Event | None]]
+
+
+class Machine:
+    """The concrete interpretation's entry points used by the engines."""
+
+    def __init__(self, system: "System") -> None:
+        self.system = system
+
+    def step(self, state: State, fn: Callable[..., Any], args: tuple[Any, ...]
+             ) -> tuple[State, list[Event], list[tuple[str, str, Event | None]]] | None:
+        out = fn(state, *args)
+        if out is None:
+            return None
+        w, events, violations = out
+        return tuple(w), events, violations
+
+    def guard(self, state: State, fn: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+        """A leading guard; True when it holds or raises (the full step then reports it)."""
+        try:
+            return bool(fn(state, *args))
+        except ModelError:
+            return True
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        yield
+
+    def evaluate(self, state: State, fn: Callable[..., Any]) -> Any:
+        return fn(state, None, None)
 
 
 @dataclass
@@ -83,11 +125,11 @@ class System:
     actions: list[ActionDef]
     instances: list[ActionInstance]
     properties: list[Property]
-    handlers: dict[str, list[Callable[..., Any]]]
-    helper_bodies: dict[str, lowering.ParsedBody] = field(default_factory=dict)
-    _machine: ConcreteMachine | None = None
-    _kernel: SymKernel | None = None
-    _lowered_handlers: dict[str, list[Callable[..., Any]]] | None = None
+    handlers: dict[str, list[ir.Function]]
+    scope: Scope | None = None
+    generated: dict[str, Any] = field(default_factory=dict)
+    _machine: Machine | None = None
+    _sym: SymExec | None = None
     _batches: list[Any] | None = None
 
     @property
@@ -102,15 +144,19 @@ class System:
     def flags(self) -> dict[str, int]:
         return {p.name: p.flag for p in self.properties if p.flag is not None}
 
+    @property
+    def symmetry_breaks(self) -> dict[str, list[str]]:
+        return self.scope.breaks if self.scope is not None else {}
+
     # -- concrete ------------------------------------------------------------------
     @property
-    def machine(self) -> ConcreteMachine:
+    def machine(self) -> Machine:
         if self._machine is None:
-            self._machine = ConcreteMachine(self.schema, self.files, self.handlers, self.flags)
+            self._machine = Machine(self)
         return self._machine
 
     def step(self, state: State, inst: ActionInstance) -> StepResult | None:
-        out = self.machine.step(state, inst.action.fast or inst.action.fn, inst.args)
+        out = self.machine.step(state, inst.action.fn, inst.args)
         if out is None:
             return None
         nxt, events, violations = out
@@ -118,7 +164,7 @@ class System:
 
     def batches(self) -> list[tuple[Callable[..., Any] | None,
                                     list[tuple[tuple[Any, ...], list[ActionInstance]]]]]:
-        """Instances grouped for the hot path: per action, its hoisted guard (or
+        """Instances grouped for the hot path: per action, its leading guard (or
         None) and the instances sharing each value of the guard's parameters."""
         if self._batches is None:
             out = []
@@ -142,52 +188,18 @@ class System:
                 yield res
 
     def failed_invariants(self, state: State) -> list[str]:
-        bad = []
-        for p in self.properties:
-            if p.kind == "invariant" and p.fn is not None:
-                value = self.machine.evaluate(state, p.fn)
-                if not isinstance(value, bool):
-                    raise ModelError(f"invariant {p.name} must return a bool, got {value!r}",
-                                     p.body.file if p.body else None,
-                                     p.body.first_line if p.body else None)
-                if not value:
-                    bad.append(p.name)
-        return bad
+        return [p.name for p in self.properties
+                if p.kind == "invariant" and p.fn is not None and not p.fn(state, None, None)]
 
     def violated_flags(self, state: State) -> list[str]:
         return [p.name for p in self.properties if p.flag is not None and state[p.flag]]
 
     # -- symbolic ------------------------------------------------------------------
-    def _namespace(self) -> dict[str, Any]:
-        ns = dict(vars(self.loaded.module))
-        ns[lowering.RUNTIME] = SYM_RUNTIME
-        ns[lowering.UNDEF_NAME] = UNDEF
-        return ns
-
-    def _lower_all(self) -> None:
-        if self._lowered_handlers is not None:
-            return
-        ns = self._namespace()
-        for name, body in self.helper_bodies.items():
-            ns[name] = lowering.lower(body, ns)
-        for a in self.actions:
-            a.lowered = lowering.lower(a.body, ns)
-        for p in self.properties:
-            if p.body is not None:
-                p.lowered = lowering.lower(p.body, ns)
-        lib_ns = dict(vars(library))
-        lib_ns[lowering.RUNTIME] = SYM_RUNTIME
-        lib_ns[lowering.UNDEF_NAME] = UNDEF
-        self._lowered_handlers = {
-            kind: [lowering.lower(lowering.parse_body(h), lib_ns) for h in hs]
-            for kind, hs in self.handlers.items()}
-
     @property
-    def kernel(self) -> SymKernel:
-        if self._kernel is None:
-            self._lower_all()
-            self._kernel = SymKernel(self.schema, self.files)
-        return self._kernel
+    def kernel(self) -> SymExec:
+        if self._sym is None:
+            self._sym = SymExec(self.schema, self.flags)
+        return self._sym
 
     def state_vars(self, suffix: str = "") -> list[z3.ExprRef]:
         """One Z3 constant per state slot, named ``var[i]`` + suffix."""
@@ -202,21 +214,11 @@ class System:
         return [v.type for v in self.schema.vars for _ in range(v.length)]
 
     def encode_step(self, inst: ActionInstance, current: list[z3.ExprRef]) -> StepEncoding:
-        kernel = self.kernel
-        assert inst.action.lowered is not None and self._lowered_handlers is not None
-        try:
-            return kernel.run_step(current, inst.action.lowered, inst.args, self._lowered_handlers,
-                                   self.flags)
-        except ModelError as exc:
-            raise exc
-        except Exception as exc:
-            from kvspec.lang.errors import model_error_from
-            raise model_error_from(exc, self.files) from None
+        return self.kernel.run_step(current, inst.action.ir, inst.args, self.handlers)
 
     def encode_invariant(self, prop: Property, current: list[z3.ExprRef]) -> z3.BoolRef:
-        kernel = self.kernel
-        assert prop.lowered is not None
-        return kernel.evaluate(current, prop.lowered)
+        assert prop.ir is not None
+        return self.kernel.evaluate(current, prop.ir)
 
     def encode_bad(self, prop: Property, current: list[z3.ExprRef]) -> z3.BoolRef:
         """The states that violate ``prop``."""
@@ -258,42 +260,64 @@ def _init_values(decl: VarDecl, vtype: ValueType, length: int, sizes: dict[str, 
 
 
 def _param_types(fn: Callable[..., Any], module_ns: dict[str, Any], counts: dict[str, int],
-                 sizes: dict[str, int], body: lowering.ParsedBody) -> list[tuple[str, ValueType]]:
+                 sizes: dict[str, int], file: str, line: int, names: list[str]
+                 ) -> list[tuple[str, ValueType]]:
     try:
         hints = typing.get_type_hints(fn, globalns=module_ns)
     except Exception as exc:
         raise ModelError(f"{fn.__name__}: cannot resolve parameter annotations: {exc}",
-                         body.file, body.first_line) from None
+                         file, line) from None
     params = []
-    for name in body.params[1:]:
+    for name in names:
         if name not in hints:
             raise ModelError(f"action {fn.__name__}: parameter {name!r} needs a type annotation "
-                             "(Request, Page, Int(lo, hi), bool or an Enum)", body.file,
-                             body.tree.lineno)
+                             "(Request, Page, Int(lo, hi), bool or an Enum)", file, line)
         try:
             vtype = resolve_type(hints[name], sizes, counts, f"parameter {name}")
         except ModelError as exc:
-            raise exc.located(body.file, body.tree.lineno)
+            raise exc.located(file, line)
         if isinstance(vtype, RefType) and vtype.optional:
-            raise ModelError(f"action parameter {name!r} cannot be optional", body.file,
-                             body.tree.lineno)
+            raise ModelError(f"action parameter {name!r} cannot be optional", file, line)
+        if isinstance(vtype, RefType) and counts.get(vtype.ref_dim or "", 0) == 0:
+            raise ModelError(f"action parameter {name!r}: the model declares no "
+                             f"{vtype.ref_dim}s", file, line)
         params.append((name, vtype))
     return params
 
 
+def _check_size_bounds(counts: dict[str, int], decl: ModelDecl, sizes: dict[str, int],
+                       file: str) -> None:
+    for dim, n in counts.items():
+        if n > MAX_IDS:
+            raise UsageError(f"{file}: {dim}s={n} is too large (at most {MAX_IDS} ids per space)")
+    slots = 0
+    for v in decl.vars:
+        slots += 1 if v.dim == SCALAR else counts.get(v.dim, 0)
+    if slots > MAX_SLOTS:
+        raise UsageError(f"{file}: the state would have {slots:,} slots (at most {MAX_SLOTS:,})")
+    for name, value in sizes.items():
+        if abs(value) > 10**9:
+            raise UsageError(f"{file}: size {name}={value} is too large")
+
+
 def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
                   properties: list[str] | None = None) -> System:
-    """Resolve sizes, lay out the state, and collect actions and properties."""
+    """Resolve sizes, lay out the state, check every body and build its IR, and
+    compile the concrete interpretation."""
     decl = loaded.decl
     file = loaded.file
-    module_file = loaded.module.__file__ or file
     sizes = _resolve_sizes(decl, overrides or {}, file)
     counts = {REQUEST: 0, PAGE: 0}
     for s in decl.sizes:
         if s.dim in counts:
+            if counts[s.dim]:
+                what = "Requests" if s.dim == REQUEST else "Pages"
+                raise ModelError(f"{decl.name} declares {what}(...) twice ({s.name!r}); a model "
+                                 f"has one {s.dim} id space", file, s.line)
             counts[s.dim] = sizes[s.name]
     if counts[REQUEST] == 0:
         raise ModelError(f"{decl.name} declares no requests = Requests(n)", file)
+    _check_size_bounds(counts, decl, sizes, file)
     schema = Schema(sizes, counts)
     initial: list[Any] = []
     for v in decl.vars:
@@ -308,15 +332,14 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
             initial.extend(_init_values(v, vtype, info.length, sizes))
         except ModelError as exc:
             raise exc.located(file, v.line)
-    for mv in library.MONITOR_VARS.values():
-        if counts.get(mv.dim, 0) == 0 and mv.dim != SCALAR:
-            continue
-        vtype = resolve_type(mv.type_spec, sizes, counts, mv.name)
-        info = schema.add(mv.name, mv.dim, vtype, "monitor")
-        initial.extend(_init_values(mv, vtype, info.length, sizes))
 
     # properties
     invariants = {fn.__name__.replace("_", "-"): fn for fn in decl.invariants}
+    for name, fn in invariants.items():
+        if name in library.LIBRARY:
+            body = parse_body(fn)
+            raise ModelError(f"invariant {fn.__name__} has the name of the library property "
+                             f"{name!r}; rename it", body.file, body.tree.lineno)
     available = list(library.LIBRARY) + list(invariants)
     wanted = list(properties) if properties else list(decl.properties or library.LIBRARY)
     if not properties:
@@ -324,6 +347,16 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
     for name in wanted:
         if name not in available:
             raise UsageError(f"unknown property {name!r} (available: {', '.join(available)})")
+        if counts[PAGE] == 0 and name in (library.NRBW, library.NRBD) and properties:
+            raise UsageError(f"property {name!r} watches pages, but {decl.name} declares no "
+                             "pages = Pages(n)")
+    monitor_vars = library.monitor_vars([n for n in wanted if n in library.LIBRARY])
+    for mv in monitor_vars:
+        if counts.get(mv.dim, 0) == 0 and mv.dim != SCALAR:
+            continue
+        vtype = resolve_type(mv.type_spec, sizes, counts, mv.name)
+        info = schema.add(mv.name, mv.dim, vtype, "monitor")
+        initial.extend(_init_values(mv, vtype, info.length, sizes))
     props: list[Property] = []
     for name in wanted:
         if name in library.LIBRARY:
@@ -331,46 +364,93 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
                 continue
             info = schema.add(f"violated:{name}", SCALAR, BoolType(), "flag")
             initial.append(False)
-            props.append(Property(name, "monitor", library.LIBRARY[name].summary, flag=info.offset))
+            props.append(Property(name, "monitor", library.LIBRARY[name].summary,
+                                  flag=info.offset))
         else:
             fn = invariants[name]
-            body = lowering.parse_body(fn)
-            lowering.check_body(body)
             props.append(Property(name, "invariant", (fn.__doc__ or "model invariant").strip()
-                                  .splitlines()[0], fn=fn, body=body))
+                                  .splitlines()[0], fn=fn))
+
+    scope = Scope(schema, decl.cls, dict(EVENT_KINDS), set(library.LIBRARY))
+    state_t = ir.StateT()
+    for p in props:
+        if p.kind == "invariant":
+            pyfn = p.fn
+            body = parse_body(pyfn)
+            if len(body.params) != 1:
+                raise ModelError(f"invariant {pyfn.__name__} must take exactly the state",
+                                 body.file, body.tree.lineno)
+            p.ir = build_function(scope, pyfn, "invariant", [state_t])
+            p.file, p.line = body.file, body.tree.lineno
 
     # actions
     module_ns = vars(loaded.module)
     actions: list[ActionDef] = []
     for fn in decl.actions:
-        body = lowering.parse_body(fn)
+        body = parse_body(fn)
         if not body.params:
             raise ModelError(f"action {fn.__name__} must take the state as first parameter",
                              body.file, body.tree.lineno)
-        lowering.check_body(body)
-        params = _param_types(fn, module_ns, counts, sizes, body)
-        actions.append(ActionDef(fn.__name__, fn, body, params,
-                                 fast=fastpath.fast_action(body, module_ns),
-                                 guard=fastpath.hoisted_guard(body, [n for n, _ in params],
-                                                              module_ns)))
+        params = _param_types(fn, module_ns, counts, sizes, body.file, body.tree.lineno,
+                              body.params[1:])
+        types = [state_t] + [of_value_type(t) for _, t in params]
+        f_ir = build_function(scope, fn, "action", types)
+        actions.append(ActionDef(fn.__name__, fn, f_ir, params, pyfn=fn))
     if not actions:
         raise ModelError(f"{decl.name} declares no @action", file)
+    n_instances = 0
+    for a in actions:
+        k = 1
+        for _, t in a.params:
+            k *= len(t.domain())
+        n_instances += k
+    if n_instances > MAX_INSTANCES:
+        raise UsageError(f"{file}: {n_instances:,} action instances at these sizes "
+                         f"(at most {MAX_INSTANCES:,})")
     instances: list[ActionInstance] = []
     for a in actions:
-        domains = [[t.decode(x) for x in t.domain()] for _, t in a.params]
+        domains = [t.domain() for _, t in a.params]
         for combo in itertools.product(*domains):
             instances.append(ActionInstance(len(instances), a, tuple(combo)))
 
-    helpers = {}
-    for name, value in module_ns.items():
-        if callable(value) and getattr(value, "_kv_kind", None) == "helper":
-            body = lowering.parse_body(value)
-            lowering.check_body(body, state_param="")
-            helpers[name] = body
-    handlers = {kind: [h] for kind, h in library.HANDLERS.items()}
-    del module_file
-    return System(loaded, sizes, schema, tuple(initial), actions, instances, props, handlers,
-                  helpers)
+    handlers: dict[str, list[ir.Function]] = {}
+    for kind, pyfns in library.handlers([p.name for p in props if p.kind == "monitor"]).items():
+        for h in pyfns:
+            types = [state_t, ir.RefT(REQUEST, False)]
+            if EVENT_KINDS[kind]:
+                if counts[PAGE] == 0:
+                    continue
+                types.append(ir.RefT(PAGE, False))
+            handlers.setdefault(kind, []).append(build_function(scope, h, "handler", types))
+
+    system = System(loaded, sizes, schema, tuple(initial), actions, instances, props, handlers,
+                    scope)
+    _generate(system)
+    return system
+
+
+def _generate(system: System) -> None:
+    """Compile the concrete interpretation of every body into one Python module."""
+    assert system.scope is not None
+    gen = PyGen(system.schema, format_reason, system.flags)
+    main = {id(a.ir) for a in system.actions} | {id(p.ir) for p in system.properties}
+    for f in system.scope.functions:
+        if id(f) not in main:
+            gen.function(f)
+    for p in system.properties:
+        if p.ir is not None:
+            gen.function(p.ir)
+    gen.dispatch(system.handlers)
+    entries = [gen.action(a.ir, k) for k, a in enumerate(system.actions)]
+    ns = gen.compile(system.name)
+    system.generated = ns
+    for a, (step, guard, positions) in zip(system.actions, entries):
+        a.fn = ns[step]
+        a.fn.__doc__ = a.pyfn.__doc__ if a.pyfn is not None else None
+        a.guard = (ns[guard], positions) if guard is not None else None
+    for p in system.properties:
+        if p.ir is not None:
+            p.fn = ns[p.ir.key]
 
 
 def var_info(system: System, name: str) -> VarInfo:

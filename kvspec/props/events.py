@@ -4,8 +4,8 @@ See ``docs/formats.md`` for the meaning of each kind.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import string
+from typing import Any, NamedTuple
 
 #: kind -> does the event name a page
 EVENT_KINDS: dict[str, bool] = {
@@ -39,8 +39,7 @@ EVENT_HELP: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
     """A concrete event: kind, request id, page id (or None)."""
 
     kind: str
@@ -54,3 +53,18 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "request": f"r{self.request}", "page": self.page}
+
+
+class _ReasonFormatter(string.Formatter):
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if format_spec == "req":
+            return "None" if value is None or value == -1 else f"r{value}"
+        return super().format_field(value, format_spec)
+
+
+_FORMATTER = _ReasonFormatter()
+
+
+def format_reason(fmt: str, args: dict[str, Any]) -> str:
+    """A violation message; ``{x:req}`` prints a request id as ``r0`` (-1 as None)."""
+    return _FORMATTER.format(fmt, **args)

@@ -20,6 +20,7 @@ Properties (``docs/modelling.md`` has the long form):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kvspec.lang.declare import VarDecl
 from kvspec.lang.runtime import violate
@@ -63,49 +64,63 @@ MONITOR_VARS: dict[str, VarDecl] = {
     "page_writer": VarDecl(OptionalRef(REQUEST), None, PAGE, "page_writer"),
 }
 
+#: the monitor variables each property reads
+NEEDS: dict[str, tuple[str, ...]] = {
+    NDAR: ("rejected",),
+    RIT: ("rejected",),
+    NRBW: ("page_owner", "page_written", "page_inflight", "page_writer"),
+    NRBD: ("page_owner", "page_inflight", "page_writer"),
+}
 
-# -- handlers: (m, r[, p]); m exposes the monitor variables -----------------------
 
-def on_reject(m, r):  # type: ignore[no-untyped-def]
-    m.rejected[r] = True
+# -- checks: (m, r[, p]), run on the state before the event's updates --------------------
 
-
-def on_alloc(m, r, p):  # type: ignore[no-untyped-def]
+def check_rit_alloc(m, r, p):  # type: ignore[no-untyped-def]
     if m.rejected[r]:
         violate(RIT, "alloc({r:req}, page {p}) after reject({r:req})", r=r, p=p)
+
+
+def check_rit_post(m, r, p):  # type: ignore[no-untyped-def]
+    if m.rejected[r]:
+        violate(RIT, "post_write({r:req}, page {p}) after reject({r:req})", r=r, p=p)
+
+
+def check_rit_read(m, r, p):  # type: ignore[no-untyped-def]
+    if m.rejected[r]:
+        violate(RIT, "read({r:req}, page {p}) after reject({r:req})", r=r, p=p)
+
+
+def check_rit_decode(m, r):  # type: ignore[no-untyped-def]
+    if m.rejected[r]:
+        violate(RIT, "decode({r:req}) after reject({r:req})", r=r)
+
+
+def check_ndar_read(m, r, p):  # type: ignore[no-untyped-def]
+    if m.rejected[r]:
+        violate(NDAR, "read({r:req}, page {p}) after reject({r:req})", r=r, p=p)
+
+
+def check_ndar_decode(m, r):  # type: ignore[no-untyped-def]
+    if m.rejected[r]:
+        violate(NDAR, "decode({r:req}) after reject({r:req})", r=r)
+
+
+def check_nrbd_alloc(m, r, p):  # type: ignore[no-untyped-def]
     if m.page_inflight[p] > 0 and m.page_writer[p] != r:
         violate(NRBD, "alloc({r:req}, page {p}): a write of {w:req} into page {p} is still in "
                       "flight", r=r, p=p, w=m.page_writer[p])
-    m.page_owner[p] = r
-    m.page_written[p] = None
 
 
-def on_post_write(m, r, p):  # type: ignore[no-untyped-def]
-    if m.rejected[r]:
-        violate(RIT, "post_write({r:req}, page {p}) after reject({r:req})", r=r, p=p)
-    m.page_inflight[p] = m.page_inflight[p] + 1
-    m.page_writer[p] = r
-
-
-def on_land_write(m, r, p):  # type: ignore[no-untyped-def]
+def check_nrbd_land(m, r, p):  # type: ignore[no-untyped-def]
     if m.page_owner[p] is None:
         violate(NRBD, "land_write({r:req}, page {p}): the write landed after page {p} was "
                       "freed; {r:req} no longer owns it", r=r, p=p)
     elif m.page_owner[p] != r:
         violate(NRBD, "land_write({r:req}, page {p}): the write landed in page {p} after it was "
                       "handed to {o:req}", r=r, p=p, o=m.page_owner[p])
-    m.page_inflight[p] = m.page_inflight[p] - 1
-    m.page_written[p] = r
 
 
-def on_drain(m, r, p):  # type: ignore[no-untyped-def]
-    m.page_inflight[p] = m.page_inflight[p] - 1
-
-
-def on_read(m, r, p):  # type: ignore[no-untyped-def]
-    if m.rejected[r]:
-        violate(NDAR, "read({r:req}, page {p}) after reject({r:req})", r=r, p=p)
-        violate(RIT, "read({r:req}, page {p}) after reject({r:req})", r=r, p=p)
+def check_nrbw_read(m, r, p):  # type: ignore[no-untyped-def]
     if m.page_owner[p] != r:
         violate(NRBW, "read({r:req}, page {p}): page {p} is not allocated to {r:req} (owner: "
                       "{o:req})", r=r, p=p, o=m.page_owner[p])
@@ -120,23 +135,77 @@ def on_read(m, r, p):  # type: ignore[no-untyped-def]
                 w=m.page_written[p])
 
 
-def on_decode(m, r):  # type: ignore[no-untyped-def]
-    if m.rejected[r]:
-        violate(NDAR, "decode({r:req}) after reject({r:req})", r=r)
-        violate(RIT, "decode({r:req}) after reject({r:req})", r=r)
+# -- updates of the monitor variables ----------------------------------------------------------
+
+def mark_rejected(m, r):  # type: ignore[no-untyped-def]
+    m.rejected[r] = True
 
 
-def on_free(m, r, p):  # type: ignore[no-untyped-def]
+def owner_alloc(m, r, p):  # type: ignore[no-untyped-def]
+    m.page_owner[p] = r
+
+
+def owner_free(m, r, p):  # type: ignore[no-untyped-def]
     m.page_owner[p] = None
 
 
-HANDLERS = {
-    "reject": on_reject,
-    "alloc": on_alloc,
-    "post_write": on_post_write,
-    "land_write": on_land_write,
-    "drain": on_drain,
-    "read": on_read,
-    "decode": on_decode,
-    "free": on_free,
+def written_alloc(m, r, p):  # type: ignore[no-untyped-def]
+    m.page_written[p] = None
+
+
+def written_land(m, r, p):  # type: ignore[no-untyped-def]
+    m.page_written[p] = r
+
+
+def inflight_post(m, r, p):  # type: ignore[no-untyped-def]
+    m.page_inflight[p] = m.page_inflight[p] + 1
+
+
+def inflight_done(m, r, p):  # type: ignore[no-untyped-def]
+    m.page_inflight[p] = m.page_inflight[p] - 1
+
+
+def writer_post(m, r, p):  # type: ignore[no-untyped-def]
+    m.page_writer[p] = r
+
+
+#: property -> event kind -> checks
+CHECKS: dict[str, dict[str, tuple[Any, ...]]] = {
+    NDAR: {"read": (check_ndar_read,), "decode": (check_ndar_decode,)},
+    RIT: {"alloc": (check_rit_alloc,), "post_write": (check_rit_post,),
+          "read": (check_rit_read,), "decode": (check_rit_decode,)},
+    NRBW: {"read": (check_nrbw_read,)},
+    NRBD: {"alloc": (check_nrbd_alloc,), "land_write": (check_nrbd_land,)},
 }
+
+#: monitor variable -> event kind -> updates
+UPDATES: dict[str, dict[str, tuple[Any, ...]]] = {
+    "rejected": {"reject": (mark_rejected,)},
+    "page_owner": {"alloc": (owner_alloc,), "free": (owner_free,)},
+    "page_written": {"alloc": (written_alloc,), "land_write": (written_land,)},
+    "page_inflight": {"post_write": (inflight_post,), "land_write": (inflight_done,),
+                      "drain": (inflight_done,)},
+    "page_writer": {"post_write": (writer_post,)},
+}
+
+
+def monitor_vars(selected: list[str]) -> list[VarDecl]:
+    """The monitor variables the selected properties need (and no others)."""
+    names: list[str] = []
+    for prop in selected:
+        for v in NEEDS.get(prop, ()):
+            if v not in names:
+                names.append(v)
+    return [MONITOR_VARS[n] for n in MONITOR_VARS if n in names]
+
+
+def handlers(selected: list[str]) -> dict[str, list[Any]]:
+    """Event kind -> monitor functions to run, checks before updates."""
+    out: dict[str, list[Any]] = {}
+    for prop in selected:
+        for kind, fns in CHECKS.get(prop, {}).items():
+            out.setdefault(kind, []).extend(fns)
+    for var in monitor_vars(selected):
+        for kind, fns in UPDATES[var.name].items():
+            out.setdefault(kind, []).extend(fns)
+    return out

@@ -1,0 +1,474 @@
+"""The symbolic interpretation: IR -> Z3 terms by guarded updates.
+
+Running an action's IR from current-state terms gives its *transition*: the
+enabledness condition, one next-value term per slot, the guarded events and
+the model-error conditions. Every ``if`` runs both branches under their
+conditions and merges locals with if-then-else, ``return``/``break``/
+``continue`` clear "still running" flags, loops unroll over their static
+domain, helpers run inline under the caller's guard — so a loop over P pages
+with an ``if`` inside gives O(P) terms. Each construct means exactly what the
+generated Python of :mod:`kvspec.lang.pygen` does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import z3
+from z3.z3 import _to_expr_ref
+
+from kvspec.lang import ir
+from kvspec.lang.schema import Schema
+
+TRUE = z3.BoolVal(True)
+FALSE = z3.BoolVal(False)
+_TRUE_PTR = TRUE.ast.value
+_FALSE_PTR = FALSE.ast.value
+
+
+def is_true(a: z3.ExprRef) -> bool:
+    return a.ast.value == _TRUE_PTR  # type: ignore[no-any-return]
+
+
+def is_false(a: z3.ExprRef) -> bool:
+    return a.ast.value == _FALSE_PTR  # type: ignore[no-any-return]
+
+
+def _mk2(fn: Callable[..., Any], a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
+    ctx = a.ctx
+    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+    return z3.BoolRef(fn(ctx.ref(), 2, arr), ctx)
+
+
+def and_(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
+    if is_true(a):
+        return b
+    if is_true(b):
+        return a
+    if is_false(a) or is_false(b):
+        return FALSE
+    return _mk2(z3.Z3_mk_and, a, b)
+
+
+def or_(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
+    if is_false(a):
+        return b
+    if is_false(b):
+        return a
+    if is_true(a) or is_true(b):
+        return TRUE
+    return _mk2(z3.Z3_mk_or, a, b)
+
+
+def not_(a: z3.BoolRef) -> z3.BoolRef:
+    if is_true(a):
+        return FALSE
+    if is_false(a):
+        return TRUE
+    ctx = a.ctx
+    return z3.BoolRef(z3.Z3_mk_not(ctx.ref(), a.as_ast()), ctx)
+
+
+def ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
+    if is_true(c) or a.ast.value == b.ast.value:
+        return a
+    if is_false(c):
+        return b
+    ctx = a.ctx
+    return _to_expr_ref(z3.Z3_mk_ite(ctx.ref(), c.as_ast(), a.as_ast(), b.as_ast()), ctx)
+
+
+def merge(c: z3.BoolRef, a: Any, b: Any) -> Any:
+    if isinstance(a, list):
+        return [ite(c, x, y) for x, y in zip(a, b)]
+    return ite(c, a, b)
+
+
+def const(e: ir.Const) -> z3.ExprRef:
+    if isinstance(e.ty, ir.BoolT):
+        return z3.BoolVal(bool(e.value))
+    return z3.IntVal(int(e.value))
+
+
+@dataclass
+class SymEvent:
+    guard: z3.BoolRef
+    kind: str
+    request: z3.ExprRef
+    page: z3.ExprRef | None
+
+
+@dataclass
+class StepEncoding:
+    """A symbolic step: enabled ⇒ next slots; errors are model-error conditions."""
+
+    enabled: z3.BoolRef
+    next: list[z3.ExprRef]
+    errors: list[tuple[z3.BoolRef, str]] = field(default_factory=list)
+    events: list[SymEvent] = field(default_factory=list)
+    violations: dict[str, z3.BoolRef] = field(default_factory=dict)
+
+
+class _Frame:
+    def __init__(self, entry: z3.BoolRef) -> None:
+        self.conds: list[z3.BoolRef] = [entry]
+        self.alive: z3.BoolRef = TRUE
+        self.loops: list[list[z3.BoolRef]] = []
+        self.env: dict[str, Any] = {}
+        self.result: Any = None
+        self.g = entry
+
+    def refresh(self) -> None:
+        g = TRUE
+        for c in self.conds:
+            g = and_(g, c)
+        self.g = and_(g, self.running())
+
+    def running(self) -> z3.BoolRef:
+        r = self.alive
+        for brk, cont in self.loops:
+            r = and_(and_(r, brk), cont)
+        return r
+
+    def push(self, c: z3.BoolRef) -> None:
+        self.conds.append(c)
+        self.g = and_(self.g, c)
+
+    def pop(self) -> None:
+        self.conds.pop()
+        self.refresh()
+
+
+class SymExec:
+    """Runs IR functions on Z3 terms for one schema."""
+
+    def __init__(self, schema: Schema, flags: dict[str, int]) -> None:
+        self.schema = schema
+        self.flags = flags
+        self.slots: list[z3.ExprRef] = []
+        self.enabled: z3.BoolRef = TRUE
+        self.errors: list[tuple[z3.BoolRef, str]] = []
+        self.events: list[SymEvent] = []
+        self.violations: dict[str, z3.BoolRef] = {}
+        self.frames: list[_Frame] = []
+
+    # -- running ---------------------------------------------------------------------
+    def run_step(self, current: list[z3.ExprRef], action: ir.Function, args: tuple[Any, ...],
+                 handlers: dict[str, list[ir.Function]]) -> StepEncoding:
+        self.slots = list(current)
+        self.enabled = TRUE
+        self.errors = []
+        self.events = []
+        self.violations = {}
+        self.frames = []
+        values = [z3.BoolVal(bool(a)) if isinstance(t, ir.BoolT) else z3.IntVal(int(a))
+                  for a, (_, t) in zip(args, action.value_params)]
+        self.call(action, values, TRUE)
+        for ev in list(self.events):
+            for h in handlers.get(ev.kind, ()):
+                vals = [ev.request] if len(h.value_params) == 1 else [ev.request, ev.page]
+                self.call(h, vals, ev.guard)
+        for prop, viol in self.violations.items():
+            off = self.flags.get(prop)
+            if off is not None:
+                self.slots[off] = or_(self.slots[off], viol)
+        return StepEncoding(self.enabled, self.slots, self.errors, self.events, self.violations)
+
+    def evaluate(self, current: list[z3.ExprRef], fn: ir.Function) -> z3.BoolRef:
+        self.slots = list(current)
+        self.enabled = TRUE
+        self.errors = []
+        self.frames = []
+        return self.call(fn, [], TRUE)  # type: ignore[no-any-return]
+
+    def call(self, fn: ir.Function, values: list[Any], entry: z3.BoolRef) -> Any:
+        frame = _Frame(entry)
+        names = [n for n, t in fn.params if not isinstance(t, (ir.StateT, ir.VecT))]
+        for name, v in zip(names, values):
+            frame.env[name] = v
+        self.frames.append(frame)
+        try:
+            self.block(fn.body, fn)
+        finally:
+            self.frames.pop()
+        return frame.result
+
+    # -- helpers -------------------------------------------------------------------------
+    @property
+    def f(self) -> _Frame:
+        return self.frames[-1]
+
+    def check(self, ok: z3.BoolRef, message: str, fn: ir.Function, line: int) -> None:
+        bad = and_(and_(self.enabled, self.f.g), not_(ok))
+        if not is_false(bad):
+            self.errors.append((bad, f"{fn.file}:{line}: {message}"))
+
+    def in_range(self, x: z3.ExprRef, lo: int, hi: int) -> z3.BoolRef:
+        return z3.And(x >= lo, x <= hi)
+
+    # -- statements ---------------------------------------------------------------------
+    def block(self, body: list[ir.Stmt], fn: ir.Function) -> None:
+        for st in body:
+            if is_false(self.f.g):
+                return
+            self.stmt(st, fn)
+
+    def stmt(self, st: ir.Stmt, fn: ir.Function) -> None:  # noqa: C901 - one case per node
+        f = self.f
+        if isinstance(st, ir.Assign):
+            values = [self.ex(v, fn) for v in st.values]
+            running = f.running()
+            for name, v in zip(st.names, values):
+                old = f.env.get(name)
+                f.env[name] = v if old is None or is_true(running) else merge(running, v, old)
+        elif isinstance(st, ir.Store):
+            var = st.var
+            value = self.ex(st.value, fn)
+            if st.check_value:
+                lo, hi = min(var.type.domain()), max(var.type.domain())
+                self.check(self.in_range(value, lo, hi),
+                           f"write {var.name} = <value>: outside {lo}..{hi}", fn, st.line)
+            if st.index is None:
+                self.slots[var.offset] = ite(f.g, value, self.slots[var.offset])
+                return
+            idx = self.ex(st.index, fn)
+            if isinstance(st.index, ir.Const):
+                k = var.offset + st.index.value
+                self.slots[k] = ite(f.g, value, self.slots[k])
+                return
+            if st.check_index:
+                self.check(self.in_range(idx, 0, var.length - 1),
+                           f"write {var.name}[...]: index out of range 0..{var.length - 1}",
+                           fn, st.line)
+            for k in range(var.length):
+                slot = var.offset + k
+                self.slots[slot] = ite(and_(f.g, idx == k), value, self.slots[slot])
+        elif isinstance(st, ir.MaskStore):
+            var = st.var
+            mask = self.ex(st.mask, fn)
+            value = self.ex(st.value, fn)
+            if st.check_value:
+                lo, hi = min(var.type.domain()), max(var.type.domain())
+                self.check(self.in_range(value, lo, hi),
+                           f"write {var.name}[mask] = <value>: outside {lo}..{hi}", fn, st.line)
+            for k, bit in enumerate(mask):
+                slot = var.offset + k
+                self.slots[slot] = ite(and_(f.g, bit), value, self.slots[slot])
+        elif isinstance(st, ir.Require):
+            c = self.ex(st.cond, fn)
+            self.enabled = and_(self.enabled, or_(not_(f.g), c))
+        elif isinstance(st, ir.Emit):
+            self.emit(st, fn)
+        elif isinstance(st, ir.Violate):
+            self.violations[st.prop] = or_(self.violations.get(st.prop, FALSE), f.g)
+        elif isinstance(st, ir.If):
+            c = self.ex(st.test, fn)
+            before = dict(f.env)
+            f.push(c)
+            self.block(st.body, fn)
+            f.pop()
+            then_env = f.env
+            f.env = dict(before)
+            f.push(not_(c))
+            self.block(st.orelse, fn)
+            f.pop()
+            else_env = f.env
+            merged: dict[str, Any] = {}
+            for name in set(then_env) | set(else_env):
+                a, b = then_env.get(name), else_env.get(name)
+                merged[name] = a if b is None else b if a is None else (
+                    a if a is b else merge(c, a, b))
+            f.env = merged
+        elif isinstance(st, ir.For):
+            f.loops.append([TRUE, TRUE])
+            for v in st.domain.values:
+                f.loops[-1][1] = TRUE
+                f.refresh()
+                if is_false(f.g):
+                    break
+                f.env[st.var] = z3.IntVal(v)
+                self.block(st.body, fn)
+            f.loops.pop()
+            f.refresh()
+        elif isinstance(st, ir.Break):
+            f.loops[-1][0] = and_(f.loops[-1][0], not_(f.g))
+            f.refresh()
+        elif isinstance(st, ir.Continue):
+            f.loops[-1][1] = and_(f.loops[-1][1], not_(f.g))
+            f.refresh()
+        elif isinstance(st, ir.Return):
+            if st.value is not None:
+                v = self.ex(st.value, fn)
+                f.result = v if f.result is None else merge(f.g, v, f.result)
+            f.alive = and_(f.alive, not_(f.g))
+            f.refresh()
+        elif isinstance(st, ir.Do):
+            self.ex(st.expr, fn)
+        else:
+            raise TypeError(f"no encoding for {type(st).__name__}")
+
+    def emit(self, st: ir.Emit, fn: ir.Function) -> None:
+        g = self.f.g
+        r = self.ex(st.request, fn)
+        if st.check_request:
+            self.check(self.in_range(r, 0, self.schema.requests - 1),
+                       f"emit.{st.kind}: request is not a request id", fn, st.line)
+        if st.pages is not None:
+            for k, bit in enumerate(self.ex(st.pages, fn)):
+                eg = and_(g, bit)
+                if not is_false(eg):
+                    self.events.append(SymEvent(eg, st.kind, r, z3.IntVal(k)))
+            return
+        p = None
+        if st.page is not None:
+            p = self.ex(st.page, fn)
+            if st.check_page:
+                self.check(self.in_range(p, 0, self.schema.pages - 1),
+                           f"emit.{st.kind}: page is not a page id", fn, st.line)
+        self.events.append(SymEvent(g, st.kind, r, p))
+
+    # -- expressions --------------------------------------------------------------------
+    def elems(self, e: ir.Expr) -> list[z3.ExprRef]:
+        var = self.schema.by_name[e.ty.var]
+        return self.slots[var.offset:var.offset + var.length]
+
+    def ex(self, e: ir.Expr, fn: ir.Function) -> Any:  # noqa: C901 - one case per node
+        f = self.f
+        if isinstance(e, ir.Const):
+            return const(e)
+        if isinstance(e, ir.Local):
+            if isinstance(e.ty, ir.VecT):
+                return self.elems(e)
+            return f.env[e.name]
+        if isinstance(e, ir.Load):
+            var = e.var
+            if e.index is None:
+                return self.slots[var.offset]
+            if isinstance(e.index, ir.Const):
+                return self.slots[var.offset + e.index.value]
+            idx = self.ex(e.index, fn)
+            elems = self.slots[var.offset:var.offset + var.length]
+            if e.check:
+                self.check(self.in_range(idx, 0, var.length - 1),
+                           f"{var.name}[...]: index out of range 0..{var.length - 1}", fn, e.line)
+            acc = elems[-1]
+            for k in range(len(elems) - 2, -1, -1):
+                acc = ite(idx == k, elems[k], acc)
+            return acc
+        if isinstance(e, ir.VecOf):
+            return self.elems(e)
+        if isinstance(e, ir.Unary):
+            x = self.ex(e.x, fn)
+            if e.op == "not":
+                return not_(x)
+            if e.op == "neg":
+                return -x
+            return [not_(b) for b in x]
+        if isinstance(e, ir.Arith):
+            a, b = self.ex(e.a, fn), self.ex(e.b, fn)
+            if e.op == "+":
+                return a + b
+            if e.op == "-":
+                return a - b
+            if e.op == "*":
+                return a * b
+            if e.op == "//":
+                return a / b  # Z3 integer division floors for a positive divisor
+            return a % b
+        if isinstance(e, ir.Compare):
+            return self.compare(e.op, self.ex(e.a, fn), self.ex(e.b, fn))
+        if isinstance(e, ir.BoolOp):
+            if e.op in ("&", "|"):
+                a, b = (self.ex(x, fn) for x in e.items)
+                return and_(a, b) if e.op == "&" else or_(a, b)
+            acc = self.ex(e.items[0], fn)
+            pushed = 0
+            for item in e.items[1:]:
+                f.push(acc if e.op == "and" else not_(acc))
+                pushed += 1
+                nxt = self.ex(item, fn)
+                acc = and_(acc, nxt) if e.op == "and" else or_(acc, nxt)
+            for _ in range(pushed):
+                f.conds.pop()
+            if pushed:
+                f.refresh()
+            return acc
+        if isinstance(e, ir.Cond):
+            c = self.ex(e.test, fn)
+            f.push(c)
+            a = self.ex(e.then, fn)
+            f.pop()
+            f.push(not_(c))
+            b = self.ex(e.orelse, fn)
+            f.pop()
+            return merge(c, a, b)
+        if isinstance(e, ir.VecCompare):
+            a = self.ex(e.a, fn)
+            b = self.ex(e.b, fn)
+            if isinstance(b, list):
+                return [self.compare(e.op, x, y) for x, y in zip(a, b)]
+            return [self.compare(e.op, x, b) for x in a]
+        if isinstance(e, ir.MaskOp):
+            a, b = (self.ex(x, fn) for x in e.items)
+            op = and_ if e.op == "&" else or_
+            return [op(x, y) for x, y in zip(a, b)]
+        if isinstance(e, ir.Reduce):
+            m = self.ex(e.mask, fn)
+            if e.op == "count":
+                return z3.Sum([z3.If(b, 1, 0) for b in m]) if m else z3.IntVal(0)
+            acc = FALSE if e.op == "any" else TRUE
+            for b in m:
+                acc = or_(acc, b) if e.op == "any" else and_(acc, b)
+            return acc
+        if isinstance(e, ir.Fold):
+            return self.fold(e, fn)
+        if isinstance(e, ir.MinMax):
+            acc = self.ex(e.items[0], fn)
+            for item in e.items[1:]:
+                v = self.ex(item, fn)
+                acc = ite(v < acc, v, acc) if e.op == "min" else ite(v > acc, v, acc)
+            return acc
+        if isinstance(e, ir.Call):
+            values = [self.ex(a, fn) for a, (_, t) in zip(e.args, e.fn.params)
+                      if not isinstance(t, (ir.StateT, ir.VecT))]
+            return self.call(e.fn, values, f.g)
+        raise TypeError(f"no encoding for {type(e).__name__}")
+
+    def compare(self, op: str, a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
+        if op == "==":
+            return a == b  # type: ignore[no-any-return]
+        if op == "!=":
+            return a != b  # type: ignore[no-any-return]
+        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]  # type: ignore
+
+    def fold(self, e: ir.Fold, fn: ir.Function) -> Any:
+        f = self.f
+        saved = f.env.get(e.var)
+        acc: Any = FALSE if e.op == "any" else TRUE if e.op == "all" else z3.IntVal(0)
+        terms: list[z3.ExprRef] = []
+        for v in e.domain.values:
+            f.env[e.var] = z3.IntVal(v)
+            c = TRUE
+            depth = 0
+            for cond in e.conds:
+                c = and_(c, self.ex(cond, fn))
+                f.push(c)
+                depth += 1
+            elt = self.ex(e.elt, fn)
+            for _ in range(depth):
+                f.conds.pop()
+            if depth:
+                f.refresh()
+            if e.op == "any":
+                acc = or_(acc, and_(c, elt))
+            elif e.op == "all":
+                acc = and_(acc, or_(not_(c), elt))
+            else:
+                terms.append(elt if is_true(c) else z3.If(c, elt, 0))
+        if saved is None:
+            f.env.pop(e.var, None)
+        else:
+            f.env[e.var] = saved
+        if e.op == "sum":
+            return z3.Sum(terms) if terms else z3.IntVal(0)
+        return acc

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -72,14 +73,13 @@ class ParsedBody:
         return [a.arg for a in self.tree.args.args]
 
 
-_PARSED: dict[Any, ParsedBody] = {}
+_PARSED: "weakref.WeakKeyDictionary[Any, ParsedBody]" = weakref.WeakKeyDictionary()
 
 
 def parse_body(fn: Callable[..., Any]) -> ParsedBody:
     """Parse a function's source; line numbers match its file."""
-    code = getattr(fn, "__code__", None)
-    if code is not None and code in _PARSED:
-        return _PARSED[code]
+    if fn in _PARSED:
+        return _PARSED[fn]
     file = inspect.getsourcefile(fn) or "<model>"
     try:
         lines, first = inspect.getsourcelines(fn)
@@ -97,8 +97,7 @@ def parse_body(fn: Callable[..., Any]) -> ParsedBody:
         raise ModelError(f"{getattr(fn, '__name__', fn)} must be a plain function", file, first)
     node.decorator_list = []
     parsed = ParsedBody(fn, node, file, first)
-    if code is not None:
-        _PARSED[code] = parsed
+    _PARSED[fn] = parsed
     return parsed
 
 
@@ -133,10 +132,10 @@ class Scope:
 
     def helper(self, pyfn: Any, arg_types: list[Any], file: str, line: int) -> ir.Function:
         """The IR of ``pyfn`` specialised to the argument types of one call."""
-        key = (getattr(pyfn, "__code__", pyfn), tuple(arg_types))
+        key = (id(pyfn), tuple(arg_types))
         if key in self._cache:
             return self._cache[key]
-        code = getattr(pyfn, "__code__", pyfn)
+        code = id(pyfn)
         if code in self._stack:
             raise ModelError(f"recursive call of {pyfn.__name__}() is not supported in model code",
                              file, line)

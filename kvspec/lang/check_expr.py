@@ -209,14 +209,17 @@ class ExprBuilder:
                 return ir.Load(info, None, ty=t, line=node.lineno)
             return ir.VecOf(info, ty=ir.VecT(info.name, info.dim, t), line=node.lineno)
         sizes = self.scope.schema.sizes
+        cls = self.scope.model_cls
+        declared = getattr(cls, name, None) if cls is not None else None
+        dim = declared.dim if isinstance(declared, SizeParam) else None
+        if dim is None and name in ("requests", "pages"):
+            dim = "request" if name == "requests" else "page"
+        if dim is not None:
+            if self.counts.get(dim, 0) == 0:
+                raise self.err(node, f"the model declares no {dim}s")
+            return _Marker("space", dim)
         if name in sizes:
             return self.const(sizes[name], ir.IntT(sizes[name], sizes[name]), node)
-        if name in ("requests", "pages"):
-            dim = "request" if name == "requests" else "page"
-            if self.counts.get(dim, 0) == 0:
-                raise self.err(node, f"the model declares no {name}")
-            return _Marker("space", dim)
-        cls = self.scope.model_cls
         if cls is not None and hasattr(cls, name):
             static = inspect.getattr_static(cls, name)
             value = getattr(cls, name)

@@ -157,21 +157,36 @@ class Model:
 
     @classmethod
     def declaration(cls) -> ModelDecl:
+        """Sizes, variables, actions and invariants, resolved through the MRO: the
+        body Python would call is the body kvspec checks. A name is an action (or
+        invariant) if any class in the MRO marks it so; an undecorated override in
+        a subclass replaces the body and stays an action."""
         decl = ModelDecl(cls)
-        seen: set[str] = set()
+        order: list[str] = []
         for klass in reversed(cls.__mro__):
-            for name, value in vars(klass).items():
-                if name in seen and not isinstance(value, (SizeParam, VarDecl)):
-                    continue
-                if isinstance(value, SizeParam):
-                    decl.sizes = [s for s in decl.sizes if s.name != name] + [value]
-                elif isinstance(value, VarDecl):
-                    decl.vars = [v for v in decl.vars if v.name != name] + [value]
-                elif callable(value) and getattr(value, "_kv_kind", None) == "action":
-                    decl.actions = [a for a in decl.actions if a.__name__ != name] + [value]
-                elif callable(value) and getattr(value, "_kv_kind", None) == "invariant":
-                    decl.invariants = [i for i in decl.invariants if i.__name__ != name] + [value]
-                seen.add(name)
+            for name in vars(klass):
+                if name not in order:
+                    order.append(name)
+        for name in order:
+            marks = {getattr(vars(k).get(name), "_kv_kind", None) for k in cls.__mro__
+                     if name in vars(k)} - {None}
+            value = getattr(cls, name, None)
+            if isinstance(value, SizeParam):
+                decl.sizes.append(value)
+            elif isinstance(value, VarDecl):
+                decl.vars.append(value)
+            elif marks:
+                if len(marks) > 1:
+                    raise ModelError(f"{name} is marked both as " + " and as ".join(sorted(marks))
+                                     + " in the class hierarchy of " + cls.__name__)
+                kind = marks.pop()
+                if not inspect.isfunction(value):
+                    raise ModelError(f"{cls.__name__}.{name} overrides an @{kind} with something "
+                                     "that is not a function")
+                if kind == "action":
+                    decl.actions.append(value)
+                elif kind == "invariant":
+                    decl.invariants.append(value)
         props = getattr(cls, "properties", None)
         decl.properties = tuple(props) if props is not None else None
         return decl

@@ -232,8 +232,8 @@ class SymExec:
                 self.slots[var.offset] = ite(f.g, value, self.slots[var.offset])
                 return
             idx = self.ex(st.index, fn)
-            if isinstance(st.index, ir.Const):
-                k = var.offset + st.index.value
+            if z3.is_int_value(idx) and 0 <= idx.as_long() < var.length:
+                k = var.offset + idx.as_long()
                 self.slots[k] = ite(f.g, value, self.slots[k])
                 return
             if st.check_index:
@@ -347,6 +347,8 @@ class SymExec:
             if isinstance(e.index, ir.Const):
                 return self.slots[var.offset + e.index.value]
             idx = self.ex(e.index, fn)
+            if z3.is_int_value(idx) and 0 <= idx.as_long() < var.length:
+                return self.slots[var.offset + idx.as_long()]
             elems = self.slots[var.offset:var.offset + var.length]
             if e.check:
                 self.check(self.in_range(idx, 0, var.length - 1),

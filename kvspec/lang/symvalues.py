@@ -1,6 +1,4 @@
-"""The Z3 encoding of state values (one place, so engines can rely on it).
-
-Encoding (one place, so engines can rely on it): bools are Z3 Bools; bounded
+"""The Z3 encoding of state values, in one place so engines can rely on it: bools are Z3 Bools; bounded
 ints, enum members (their index) and request/page references (their id, ``-1``
 for None) are Z3 Ints. Flat per-element variables are used, no array theory,
 which keeps transition formulas quantifier-free linear integer arithmetic that

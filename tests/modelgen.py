@@ -49,11 +49,24 @@ LIBRARY_PROPS = ["no-decode-after-rejection", "rejection-is-terminal", "no-read-
                  "no-reuse-before-drain"]
 ENUMS = {"Color": ["RED", "GREEN", "BLUE"], "Mode": ["OFF", "ON"]}
 
+#: constructs that currently expose known kvspec bugs (see the strict xfail tests in
+#: tests/test_differential.py, which name the bug); the generator leaves them out
+#: while they are listed here. Remove an entry once its xfail test starts passing.
+#:
+#: * ``value_helper_effects`` — a helper that returns a value *and* writes state /
+#:   emits / requires, called inside an expression: the checker does not record its
+#:   effects (invariants may call it, a leading ``require`` runs it on the state
+#:   tuple, loops over ids calling it keep their symmetry).
+#: * ``dead_call`` — a helper call under an operand that is constant false (``False
+#:   and f(s)``, a constant ``if`` of a generator): the symbolic interpretation
+#:   crashes.
+AVOID: set[str] = {"value_helper_effects", "dead_call"}
+
 #: every construct the generator can produce (see :data:`ModelGen.features`)
 FEATURES = frozenset("""
 param_request param_page param_int param_bool param_enum params_3
 helper_bool helper_int helper_opt_page helper_opt_request helper_pure helper_effect
-helper_value_effect helper_nested_call helper_early_return
+helper_nested_call helper_early_return
 loop_pages loop_requests loop_range loop_tuple break continue return_in_loop early_return
 mask_eq mask_ne mask_order mask_none mask_and mask_or mask_invert mask_vec_vec mask_boolvec
 mask_local count_method any_method all_method count_fn any_fn all_fn any_builtin sum_builtin
@@ -145,10 +158,11 @@ class Ctx:
     loops: int = 0
     ret: str | None = None  # tag of the returned value (value functions)
     counter: list[int] = field(default_factory=lambda: [0])
+    gated: bool = False  # evaluated only if an earlier operand allows (and/or, if-else, generator)
 
     def child(self, **kw: Any) -> "Ctx":
         c = Ctx(self.kind, dict(self.names), self.state, self.effects, self.safe, self.loops,
-                self.ret, self.counter)
+                self.ret, self.counter, self.gated)
         for k, v in kw.items():
             setattr(c, k, v)
         return c
@@ -380,7 +394,7 @@ class ModelGen:
         ctx = Ctx("invariant", {}, safe=True, ret="bool")
         if self.small and self.ch.chance(0.7):
             # about every request and page (folds keep the ids opaque), true initially
-            inner = ctx.child()
+            inner = ctx.child(gated=True)
             inner.names["q"], inner.names["pg"] = "req", "page"
             self.f("fold_all", "nested_fold")
             pre = self.ch.choice(["s.owner[pg] != q", "s.phase[q] == Color.RED",
@@ -489,7 +503,7 @@ class ModelGen:
             return
         self.f("helper_bool" if kind == "bool" else "helper_int", "helper_state_param")
         safe = not self.risky or ch.chance(0.5)
-        effects = self.risky and ch.chance(0.15)
+        effects = self.risky and ch.chance(0.15) and "value_helper_effects" not in AVOID
         h = Helper(f"h{k}_{kind}", [ptag], kind, True, safe and not effects, effects)
         ctx = Ctx("helper", {"x": ptag}, safe=safe, ret=kind, effects=effects)
         if effects:
@@ -803,7 +817,8 @@ class ModelGen:
         dim_vars = self.vars_of("req") if tag == "req" and ctx.state else []
 
         def cond() -> str | None:
-            a, b = self.req(ctx, tag, d - 1), self.req(ctx, tag, d - 1)
+            g = ctx.child(gated=True)
+            a, b = self.req(g, tag, d - 1), self.req(g, tag, d - 1)
             if a is None or b is None:
                 return None
             self.f("cond_expr")
@@ -835,7 +850,7 @@ class ModelGen:
         helpers = self.value_helpers(ctx, tag)
 
         def maybe() -> str | None:
-            x = self.req(ctx, base, d - 1)
+            x = self.req(ctx.child(gated=True), base, d - 1)
             if x is None:
                 return None
             # a BoolOp is never folded: `x if False else None` would be None, not optional
@@ -856,9 +871,10 @@ class ModelGen:
             return f"s.{v.name}"
         return f"s.{v.name}[{self.index(ctx, v.dim)}]"
 
-    def cond(self, ctx: Ctx, d: int, branch: Callable[[], str]) -> str:
+    def cond(self, ctx: Ctx, d: int, branch: Callable[[Ctx], str]) -> str:
         self.f("cond_expr")
-        return f"({branch()} if {self.bexpr(ctx, d - 1)} else {branch()})"
+        g = ctx.child(gated=True)
+        return f"({branch(g)} if {self.bexpr(ctx, d - 1)} else {branch(g)})"
 
     def call(self, ctx: Ctx, h: Helper, d: int) -> str | None:
         args = []
@@ -878,7 +894,9 @@ class ModelGen:
     def value_helpers(self, ctx: Ctx, ret: str) -> list[Helper]:
         """Helpers returning ``ret`` that this body may call (no effects from
         invariants, nothing that can fail from safe bodies)."""
-        out = []
+        out: list[Helper] = []
+        if ctx.gated and "dead_call" in AVOID:
+            return out
         for h in self.helpers:
             if h.ret != ret:
                 continue
@@ -899,7 +917,7 @@ class ModelGen:
             (3, lambda: f"{cls}.{ch.choice(ENUMS[cls])}"),
             (3 if ctx.of(tag) else 0, lambda: ch.choice(ctx.of(tag))),
             (4 if arrays and ctx.state else 0, lambda: self.load(ctx, ch.choice(arrays))),
-            (1 if d > 0 else 0, lambda: self.cond(ctx, d, lambda: self.eexpr(ctx, d - 1, tag))),
+            (1 if d > 0 else 0, lambda: self.cond(ctx, d, lambda g: self.eexpr(g, d - 1, tag))),
         ]
         return self.pick(opts)
 
@@ -971,7 +989,7 @@ class ModelGen:
             (2 if d > 0 else 0, reduce),
             (1 if d > 0 else 0, array_count),
             (1 if d > 0 else 0, fold_sum),
-            (1 if d > 0 else 0, lambda: self.cond(ctx, d, lambda: self.iexpr(ctx, d - 1, nc))),
+            (1 if d > 0 else 0, lambda: self.cond(ctx, d, lambda g: self.iexpr(g, d - 1, nc))),
             (2 if helpers and d > 0 else 0, lambda: self.call(ctx, ch.choice(helpers), d)),
             (1 if d > 0 and not nc else 0,
              lambda: (self.f("pow"), f"({self.iexpr(ctx, 0, nc=True)} ** 2)")[1]
@@ -1060,7 +1078,7 @@ class ModelGen:
     def fold(self, ctx: Ctx, d: int, op: str) -> str:
         ch = self.ch
         v = ctx.fresh("v")
-        inner = ctx.child()
+        inner = ctx.child(gated=True)
         kind = ch.choice(["pages", "requests", "range"])
         if kind == "pages":
             dom, inner.names[v] = "s.pages", "page"
@@ -1099,8 +1117,9 @@ class ModelGen:
 
         def chained() -> str:
             self.f("chained_compare")
-            return (f"({self.iexpr(ctx, 0)} <= {self.iexpr(ctx, d - 1)} < "
-                    f"{self.iexpr(ctx, 0)})")
+            g = ctx.child(gated=True)  # the middle is evaluated twice, once under the first
+            return (f"({self.iexpr(ctx, 0)} <= {self.iexpr(g, d - 1)} < "
+                    f"{self.iexpr(g, 0)})")
 
         def enum_cmp() -> str:
             tag = ch.choice(enums)
@@ -1145,7 +1164,9 @@ class ModelGen:
             else:
                 self.f(op)
             n = ch.int(2, 3) if op in ("and", "or") else 2
-            return "(" + f" {op} ".join(self.bexpr(ctx, d - 1) for _ in range(n)) + ")"
+            g = ctx.child(gated=True) if op in ("and", "or") else ctx
+            items = [self.bexpr(ctx, d - 1)] + [self.bexpr(g, d - 1) for _ in range(n - 1)]
+            return "(" + f" {op} ".join(items) + ")"
 
         def reduce() -> str:
             dim = "page" if not has_req_array or ch.chance(0.6) else "request"
@@ -1173,7 +1194,7 @@ class ModelGen:
             (3 if d > 0 and st_ok else 0, reduce),
             (2 if d > 0 and st_ok else 0,
              lambda: self.fold(ctx, d, ch.choice(["any", "all"]))),
-            (1 if d > 0 else 0, lambda: self.cond(ctx, d, lambda: self.bexpr(ctx, d - 1))),
+            (1 if d > 0 else 0, lambda: self.cond(ctx, d, lambda g: self.bexpr(g, d - 1))),
             (2 if helpers and d > 0 else 0, lambda: self.call(ctx, ch.choice(helpers), d)),
         ]
         return self.pick(opts)

@@ -459,3 +459,29 @@ def test_library_functions_called_outside_a_model_say_so() -> None:
     from kvspec import require
     with pytest.raises(ModelError, match="only has a meaning inside a model body"):
         require(True)
+
+
+# -- symmetry sees through helpers; effects of calls in value position count -----------------
+
+HELPER_READ = 'from kvspec import Int, Model, Request, Requests, action, invariant, require, var\n\n\ndef total(s):\n    return sum(s.n[k] for k in s.requests)\n\n\nclass M(Model):\n    requests = Requests(2)\n    n = requests.var(Int(0, 3), init=0)\n    mixed = var(bool, init=False)\n    ticks = var(Int(0, 20), init=0)   # only there to get past the sampled symmetry check\n\n    @action\n    def tick(s):\n        require(s.ticks < 20)\n        s.ticks = s.ticks + 1\n\n    @action\n    def put(s, r: Request):\n        require((s.n == 0).all())\n        s.n[r] = 1\n\n    @action\n    def mix(s):\n        require(not s.mixed and s.ticks == 20)\n        s.mixed = True\n        for q in s.requests:              # order-dependent: total() reads n, which the loop writes\n            s.n[q] = min(total(s), 3)\n\n    @invariant\n    def not_both_one(s):\n        return not all(s.n[q] == 1 for q in s.requests)\n'
+
+EFFECT_IN_EXPRESSION = 'from kvspec import Int, Model, Page, Pages, Request, Requests, action, invariant, require, var\n\n\ndef take(s, p, r):\n    if s.owner[p] is None and not s.taken:\n        s.owner[p] = r\n        s.taken = True\n    return True\n\n\nclass M(Model):\n    requests = Requests(1)\n    pages = Pages(2)\n    owner = pages.var(requests.optional, init=None)\n    poisoned = pages.var(bool, init=False)\n    taken = var(bool, init=False)\n    ticks = var(Int(0, 20), init=0)   # only there to get past the sampled symmetry check\n\n    @action\n    def tick(s):\n        require(s.ticks < 20)\n        s.ticks = s.ticks + 1\n\n    @action\n    def poison(s, p: Page):\n        require(not s.poisoned.any() and s.ticks == 20)\n        s.poisoned[p] = True\n\n    @action\n    def alloc(s, r: Request):\n        for p in s.pages:                 # lowest free page first: order-dependent\n            ok = take(s, p, r)            # called for its effects, in expression position\n\n    @invariant\n    def never_on_clean_page(s):\n        return not (s.poisoned.any() and any(s.owner[p] is not None and not s.poisoned[p] for p in s.pages))\n'
+
+INVARIANT_WITH_EFFECT = 'from kvspec import Int, Model, Request, Requests, action, invariant, require, var\n\n\ndef bump(s):\n    s.x = 1\n    return True\n\n\nclass M(Model):\n    requests = Requests(1)\n    x = var(Int(0, 1), init=0)\n\n    @action\n    def a(s, r: Request):\n        require(s.x == 0)\n\n    @invariant\n    def inv(s):\n        return bump(s)     # an invariant that writes the state, through a call in expression position\n'
+
+
+@pytest.mark.parametrize("source", [HELPER_READ, EFFECT_IN_EXPRESSION],
+                         ids=["read-in-helper", "effect-in-expression"])
+def test_order_dependence_hidden_in_helpers_turns_symmetry_off(source: str, write_model) -> None:
+    path = write_model(source)
+    reduced = explore(system_of(path))
+    full = explore(system_of(path), symmetry=False)
+    assert [(v.prop, v.status, len(v.trace) if v.trace else None) for v in reduced.verdicts] == \
+        [(v.prop, v.status, len(v.trace) if v.trace else None) for v in full.verdicts]
+    assert any(v.status is Status.VIOLATED for v in full.verdicts)
+
+
+def test_an_invariant_calling_a_function_with_effects_is_rejected(write_model) -> None:
+    path = write_model(INVARIANT_WITH_EFFECT)
+    r = run_cli("verify", str(path))
+    assert r.code == 2 and "read-only" in r.err and f"{path.name}:" in r.err, r.err

@@ -185,6 +185,9 @@ def fold(b: ExprBuilder, name: str, gen: ast.GeneratorExp | ast.ListComp, node: 
     finally:
         del b.env[var]
         b.defined.discard(var)
+    if isinstance(dom.ty, ir.RefT) and _has_effects([*conds, elt]):
+        b.brk(dom.ty.dim, node, f"a function with effects is called in a generator over "
+                                f"{dom.ty.dim}s (order-dependent)")
     if name == "sum":
         lo, hi = interval(elt.ty, b.counts)
         n = len(dom.values)
@@ -215,9 +218,23 @@ def helper_call(b: ExprBuilder, target: _Marker, node: ast.Call) -> ir.Expr:
             raise b.err(a, "an id space cannot be passed to a function")
         args.append(v)
         types.append(v.ty)
+    n_params = fn.__code__.co_argcount
+    if n_params != len(types):
+        raise b.err(node, f"{fn.__name__}() takes {n_params} arguments, {len(types)} given"
+                    + (" (the state is passed first for a method)" if target.what == "method"
+                       else ""))
     callee = b.scope.helper(fn, types, b.file, node.lineno)
-    if callee.ret is None:
-        ret: Any = None
-    else:
-        ret = callee.ret
-    return ir.Call(callee, args, ty=ret, line=node.lineno)
+    call = ir.Call(callee, args, ty=callee.ret, line=node.lineno)
+    note = getattr(b, "note_call", None)
+    if note is not None:
+        note(call, node)
+    return call
+
+
+def _has_effects(exprs: list[ir.Expr]) -> bool:
+    for e in exprs:
+        if isinstance(e, ir.Call) and e.fn.effects:
+            return True
+        if _has_effects(ir.sub_exprs(e)):
+            return True
+    return False

@@ -299,9 +299,13 @@ class ExprBuilder:
                 acc = self.arith("*", acc, base, node)
             return acc
         if type(op) not in _ARITH:
-            what = {ast.Div: "`/` (true division); use `//`", ast.LShift: "`<<`",
-                    ast.RShift: "`>>`", ast.BitXor: "`^`", ast.MatMult: "`@`"}.get(type(op), "it")
-            raise self.err(node, f"{what} is not supported in model code")
+            what = {ast.Div: "`/` (true division) is not supported in model code; use `//`",
+                    ast.LShift: "`<<` is not supported in model code",
+                    ast.RShift: "`>>` is not supported in model code",
+                    ast.BitXor: "`^` is not supported in model code",
+                    ast.MatMult: "`@` is not supported in model code"}.get(
+                type(op), "this operator is not supported in model code")
+            raise self.err(node, what)
         sym = _ARITH[type(op)]
         a = self.int_operand(node.left, sym)
         b = self.int_operand(node.right, sym)

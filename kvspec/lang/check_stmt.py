@@ -116,17 +116,16 @@ class BodyBuilder(ExprBuilder):
         e = self.expr(v)
         if not isinstance(e, ir.Call):
             raise self.err(node, "this expression statement has no effect")
-        self.note_call(e, node)
         return [ir.Do(e, line=node.lineno)], False
 
     # -- effects --------------------------------------------------------------------------
     def pure_only(self, node: Any, what: str) -> None:
         if self.kind == "invariant":
-            raise self.err(node, f"an invariant must be read-only: {what} is not allowed")
+            raise self.err(node, f"an invariant must be read-only, but here {what}")
 
     def note_call(self, call: ir.Call, node: Any) -> None:
         if call.fn.effects:
-            self.pure_only(node, f"{call.fn.name}() changes the state or emits events")
+            self.pure_only(node, f"{call.fn.name}() changes the state, emits or requires")
             self.effects = True
             for loop in self.loops:
                 if loop.dim is not None:
@@ -134,7 +133,7 @@ class BodyBuilder(ExprBuilder):
                                              f"a loop over {loop.dim}s (order-dependent)")
 
     def require(self, call: ast.Call) -> ir.Stmt:
-        self.pure_only(call, "require(...)")
+        self.pure_only(call, "it calls require(...)")
         if self.kind == "handler":
             raise self.err(call, "monitors cannot use require(...)")
         if call.keywords or not 1 <= len(call.args) <= 2:
@@ -147,7 +146,7 @@ class BodyBuilder(ExprBuilder):
                           line=call.lineno)
 
     def emit(self, kind: str, call: ast.Call) -> ir.Stmt:
-        self.pure_only(call, "emit")
+        self.pure_only(call, "it emits an event")
         if self.kind == "handler":
             raise self.err(call, "monitors cannot emit events")
         events = self.scope.events
@@ -301,7 +300,7 @@ class BodyBuilder(ExprBuilder):
         raise self.err(node, "only locals and state variables (s.x, s.x[i]) can be assigned")
 
     def state_var(self, node: ast.Attribute, name: str) -> VarInfo:
-        self.pure_only(node, f"assigning s.{name}")
+        self.pure_only(node, f"it assigns s.{name}")
         got = self.state_attr(node)
         if not isinstance(got, (ir.Load, ir.VecOf)):
             raise self.err(node, f"s.{name} is not a state variable and cannot be assigned")
@@ -425,12 +424,12 @@ class BodyBuilder(ExprBuilder):
                         self.env[name] = widen(t)
         self.defined = before
         if dim is not None:
-            self.loop_symmetry(loop, before)
+            self.loop_symmetry(loop, before, body)
         for outer in self.loops:
             outer.writes.extend(loop.writes)
         return [ir.For(var, dom, body, line=node.lineno)], False
 
-    def loop_symmetry(self, loop: _Loop, before: set[str]) -> None:
+    def loop_symmetry(self, loop: _Loop, before: set[str], body: list[ir.Stmt]) -> None:
         """A loop over ids must not depend on the order of the ids."""
         dim = loop.dim
         assert dim is not None
@@ -457,9 +456,9 @@ class BodyBuilder(ExprBuilder):
                 self.brk(dim, node, f"the loop over {dim}s writes {info.name} at another index "
                                     "than the loop variable (order-dependent)")
             written.add(info.name)
-        for info, idx in _reads(node, self):
-            if info in written and not (isinstance(idx, ast.Name) and idx.id == loop.var):
-                self.brk(dim, node, f"the loop over {dim}s writes {info} and reads it at "
+        for name, idx in _ir_reads(body):
+            if name in written and not (isinstance(idx, ir.Local) and idx.name == loop.var):
+                self.brk(dim, node, f"the loop over {dim}s writes {name} and reads it at "
                                     "another index (order-dependent)")
 
     def s_Break(self, node: ast.Break) -> tuple[list[ir.Stmt], bool]:
@@ -493,18 +492,31 @@ def _innermost_loop(outer: ast.For, target: ast.AST) -> ast.AST | None:
     return best
 
 
-def _reads(loop: ast.For, b: BodyBuilder) -> list[tuple[str, ast.expr | None]]:
-    """State arrays read inside a loop: (variable name, index node or None for whole)."""
-    out: list[tuple[str, ast.expr | None]] = []
-    subs = {id(n.value) for n in ast.walk(loop) if isinstance(n, ast.Subscript)}
-    for n in ast.walk(loop):
-        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) \
-                and isinstance(n.value.value, ast.Name) and n.value.value.id == b.state \
-                and isinstance(n.ctx, ast.Load):
-            out.append((n.value.attr, n.slice))
-        elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
-                and n.value.id == b.state and id(n) not in subs and isinstance(n.ctx, ast.Load):
-            out.append((n.attr, None))
+def _ir_reads(body: list[ir.Stmt]) -> list[tuple[str, ir.Expr | None]]:
+    """State variables a body reads, inside called functions too: (name, index or None
+    for a whole-array or scalar read)."""
+    out: list[tuple[str, ir.Expr | None]] = []
+    seen: set[int] = set()
+
+    def expr(e: ir.Expr) -> None:
+        if isinstance(e, ir.Load):
+            out.append((e.var.name, e.index))
+        elif isinstance(e, ir.VecOf):
+            out.append((e.var.name, None))
+        elif isinstance(e, ir.Local) and isinstance(e.ty, ir.VecT):
+            out.append((e.ty.var, None))
+        elif isinstance(e, ir.Call) and id(e.fn) not in seen:
+            seen.add(id(e.fn))
+            stmts(e.fn.body)
+        for x in ir.sub_exprs(e):
+            expr(x)
+
+    def stmts(b: list[ir.Stmt]) -> None:
+        for st in ir.walk_stmts(b):
+            for e in ir.stmt_exprs(st):
+                expr(e)
+
+    stmts(body)
     return out
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +63,16 @@ def load_model(path: str | Path, class_name: str | None = None) -> LoadedModel:
     if len(classes) > 1:
         names = ", ".join(c.__name__ for c in classes)
         raise ModelError(f"{p} defines several models ({names}); choose one with --model-class")
-    return LoadedModel(p, module, classes[0].declaration(), digest)
+    cls = classes[0]
+    try:
+        decl = cls.declaration()
+    except ModelError as exc:
+        try:
+            line: int | None = inspect.getsourcelines(cls)[1]
+        except (OSError, TypeError):
+            line = None
+        raise exc.located(str(p), line) from None
+    return LoadedModel(p, module, decl, digest)
 
 
 def _relative(loc: tuple[str | None, int | None], file: str, p: Path) -> tuple[str | None, int | None]:

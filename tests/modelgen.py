@@ -53,20 +53,19 @@ ENUMS = {"Color": ["RED", "GREEN", "BLUE"], "Mode": ["OFF", "ON"]}
 #: tests/test_differential.py, which name the bug); the generator leaves them out
 #: while they are listed here. Remove an entry once its xfail test starts passing.
 #:
-#: * ``value_helper_effects`` — a helper that returns a value *and* writes state /
-#:   emits / requires, called inside an expression: the checker does not record its
-#:   effects (invariants may call it, a leading ``require`` runs it on the state
-#:   tuple, loops over ids calling it keep their symmetry).
+#: * ``effects_in_leading_require`` — a helper that returns a value *and* writes
+#:   state / requires, called in one of the ``require``\ s an action starts with: the
+#:   generated guard runs it on the state tuple, outside the body's ``try``.
 #: * ``dead_call`` — a helper call under an operand that is constant false (``False
 #:   and f(s)``, a constant ``if`` of a generator): the symbolic interpretation
 #:   crashes.
-AVOID: set[str] = {"value_helper_effects", "dead_call"}
+AVOID: set[str] = {"effects_in_leading_require", "dead_call"}
 
 #: every construct the generator can produce (see :data:`ModelGen.features`)
 FEATURES = frozenset("""
 param_request param_page param_int param_bool param_enum params_3
 helper_bool helper_int helper_opt_page helper_opt_request helper_pure helper_effect
-helper_nested_call helper_early_return
+helper_value_effect helper_nested_call helper_early_return
 loop_pages loop_requests loop_range loop_tuple break continue return_in_loop early_return
 mask_eq mask_ne mask_order mask_none mask_and mask_or mask_invert mask_vec_vec mask_boolvec
 mask_local count_method any_method all_method count_fn any_fn all_fn any_builtin sum_builtin
@@ -82,6 +81,8 @@ store_scalar store_indexed store_oreq store_opage store_enum
 invariant invariant_loop invariant_helper
 size_param size_bound module_const class_const list_init docstring
 scalar_request_var opt_page_var properties_subset
+helper_method helper_mask helper_array subclass override annotated_assign aug_assign_mul
+aug_assign_div aug_assign_bool unary_plus require_message list_in enum_loop_domain
 """.split()) | {f"emit_{k}" for k in EVENTS_REQ + EVENTS_PAGE}
 
 
@@ -135,6 +136,8 @@ class Helper:
     state: bool  # takes the state as first parameter
     safe: bool  # cannot raise a model error (may be called from invariants)
     effects: bool
+    method: bool = False  # a method of the model class, called as s.name(...)
+    array: bool = False  # takes a whole state array (s.owner) as first argument
 
 
 @dataclass
@@ -144,6 +147,11 @@ class GenModel:
     pages: int
     risky: bool
     features: set[str] = field(default_factory=set)
+    class_name: str = "Gen"
+
+    def __repr__(self) -> str:  # Hypothesis notes the source itself
+        return (f"GenModel({self.source.count(chr(10))} lines, requests={self.requests}, "
+                f"pages={self.pages}, risky={self.risky})")
 
 
 @dataclass
@@ -159,10 +167,11 @@ class Ctx:
     ret: str | None = None  # tag of the returned value (value functions)
     counter: list[int] = field(default_factory=lambda: [0])
     gated: bool = False  # evaluated only if an earlier operand allows (and/or, if-else, generator)
+    in_require: bool = False  # the condition of a require
 
     def child(self, **kw: Any) -> "Ctx":
         c = Ctx(self.kind, dict(self.names), self.state, self.effects, self.safe, self.loops,
-                self.ret, self.counter, self.gated)
+                self.ret, self.counter, self.gated, self.in_require)
         for k, v in kw.items():
             setattr(c, k, v)
         return c
@@ -188,6 +197,7 @@ class ModelGen:
         self.vars: list[Var] = []
         self.helpers: list[Helper] = []
         self.helper_src: list[str] = []
+        self.method_src: list[str] = []
 
     # -- plumbing --------------------------------------------------------------------
     def f(self, *names: str) -> None:
@@ -240,7 +250,7 @@ class ModelGen:
         n_helpers = ch.int(0, 2 if self.small else 4)
         for _ in range(n_helpers):
             self.helper()
-        actions = []
+        actions: list[tuple[str, list[tuple[str, Any, str]], str]] = []
         if self.small:
             # a lifecycle: admit and alloc open the way for the other steps
             names = [n for n in ("admit", "alloc") if not ch.chance(0.1)]
@@ -271,9 +281,32 @@ class ModelGen:
         body = "\n".join(head) + "\n"
         for h in self.helper_src:
             body += "\n" + h + "\n"
-        body += "\nclass Gen(Model):\n" + "\n".join(class_lines) + "\n"
-        for a in actions + invariants:
-            body += "\n" + a + "\n"
+        sub = ch.chance(0.15) and len(actions) >= 2
+        if not sub:
+            body += "\nclass Gen(Model):\n" + "\n".join(class_lines) + "\n"
+            for m in self.method_src:
+                body += "\n" + m + "\n"
+            for _, _, text in actions:
+                body += "\n" + text + "\n"
+        else:
+            # a base model and a variant: inherited actions, one overridden undecorated
+            self.f("subclass")
+            cut = ch.int(1, len(actions) - 1)
+            body += "\nclass Base(Model):\n" + "\n".join(class_lines) + "\n"
+            for _, _, text in actions[:cut]:
+                body += "\n" + text + "\n"
+            body += "\nclass Gen(Base):\n    STEP = 1\n"
+            for m in self.method_src:
+                body += "\n" + m + "\n"
+            for _, _, text in actions[cut:]:
+                body += "\n" + text + "\n"
+            if ch.chance(0.7):
+                self.f("override")
+                name, params, _ = actions[ch.int(0, cut - 1)]
+                _, _, text = self.action(0, params=params, name=name, decorate=False)
+                body += "\n" + text + "\n"
+        for text in invariants:
+            body += "\n" + text + "\n"
         return GenModel(body, self.R, self.P, self.risky, self.features)
 
     def declare_vars(self) -> None:
@@ -348,12 +381,32 @@ class ModelGen:
             out.append("    " * (base + level) + text)
         return "\n".join(out)
 
-    def action(self, i: int) -> str:
+    def action(self, i: int, params: list[tuple[str, Any, str]] | None = None,
+               name: str | None = None, decorate: bool = True
+               ) -> tuple[str, list[tuple[str, Any, str]], str]:
+        """(name, parameters, source) of a random action."""
+        ch = self.ch
+        if params is None:
+            params = self.action_params()
+        ctx = Ctx("action", {n: t for n, _, t in params}, effects=True, safe=not self.risky)
+        lines: Lines = []
+        if ch.chance(0.15):
+            lines.append((0, '"""A generated action."""'))
+            self.f("docstring")
+        if ch.chance(0.7):
+            lines += self.require_stmt(ctx, nested=False)
+        lines += self.block(ctx, depth=2, n=ch.int(1, 3 if self.small else 4))
+        sig = ", ".join(["s"] + [f"{n}: {a}" for n, a, _ in params])
+        name = name or f"act{i}"
+        header = (["    @action"] if decorate else []) + [f"    def {name}({sig}):"]
+        return name, params, self.render(header, lines, 2)
+
+    def action_params(self) -> list[tuple[str, Any, str]]:
         ch = self.ch
         params: list[tuple[str, Any, str]] = []  # name, annotation, tag
         kinds = [("r", "Request", "req"), ("p", "Page", "page"), ("q", "Request", "req"),
                  ("k", None, "int"), ("b", "bool", "bool"), ("c", None, "enum")]
-        n = ch.int(0, 2 if self.small else 3)
+        n = ch.int(0, 3)
         used: set[str] = set()
         if self.small:
             params += [("r", "Request", "req"), ("p", "Page", "page")]
@@ -377,17 +430,7 @@ class ModelGen:
             params.append((name, ann, tag))
         if len(params) >= 3:
             self.f("params_3")
-        ctx = Ctx("action", {n: t for n, _, t in params}, effects=True, safe=not self.risky)
-        lines: Lines = []
-        if ch.chance(0.15):
-            lines.append((0, '"""A generated action."""'))
-            self.f("docstring")
-        if ch.chance(0.7):
-            lines.append((0, f"require({self.bexpr(ctx, 2)})"))
-            self.f("require")
-        lines += self.block(ctx, depth=2, n=ch.int(1, 3 if self.small else 4))
-        sig = ", ".join(["s"] + [f"{n}: {a}" for n, a, _ in params])
-        return self.render(["    @action", f"    def act{i}({sig}):"], lines, 2)
+        return params
 
     def invariant(self, i: int) -> str:
         self.f("invariant")
@@ -431,7 +474,7 @@ class ModelGen:
                   ["s.phase[r] = Color.RED"]),
     }
 
-    def template_action(self, i: int, name: str) -> str:
+    def template_action(self, i: int, name: str) -> tuple[str, list[tuple[str, Any, str]], str]:
         ch = self.ch
         guards, effects = self.TEMPLATES[name]
         params = "s, r: Request, p: Page"
@@ -440,7 +483,8 @@ class ModelGen:
         lines: Lines = []
         for g in guards:
             if not ch.chance(0.25):
-                lines.append((0, f"require({g})"))
+                why = f", {g.split('[')[0]!r}" if ch.chance(0.1) else ""
+                lines.append((0, f"require({g}{why})"))
                 self.f("require")
         if "landed" in self.vars_by_name():
             if name == "land":
@@ -455,7 +499,9 @@ class ModelGen:
             lines.append((0, e))
         if ch.chance(0.3):  # some random statement for variety
             lines += self.statement(ctx, 1)
-        return self.render(["    @action", f"    def {name}{i}({params}):"], lines, 2)
+        sig = [("r", "Request", "req"), ("p", "Page", "page")]
+        return (f"{name}{i}", sig,
+                self.render(["    @action", f"    def {name}{i}({params}):"], lines, 2))
 
     def vars_by_name(self) -> dict[str, Var]:
         return {v.name: v for v in self.vars}
@@ -463,8 +509,31 @@ class ModelGen:
     def helper(self) -> None:
         ch = self.ch
         k = len(self.helpers)
-        kind = ch.choice(["bool", "int", "opt", "effect", "pure", "bool", "int"])
+        kind = ch.choice(["bool", "int", "opt", "effect", "pure", "bool", "int", "mask", "array"])
         ptag = ch.choice(["req", "page", "int", "req"])
+        method = ch.chance(0.25) and kind not in ("pure", "array")
+        if method:
+            self.f("helper_method")
+        if kind == "array":
+            self.f("helper_array")
+            h = Helper(f"h{k}_arr", ["oreq"], "int", False, True, False, array=True)
+            ret = ch.choice(["(a == x).count()", "a.count(x)", "(a != x).count() - len(a)",
+                             "sum(a == x) + min(len(a), 1)"])
+            self.helper_src.append(f"def {h.name}(a, x):\n    return {ret}")
+            self.helpers.append(h)
+            return
+        if kind == "mask":
+            self.f("helper_mask", "helper_state_param")
+            h = Helper(f"h{k}_mask", ["pmask"], "pmask", True, True, False, method=method)
+            ctx = Ctx("helper", {"x": "pmask"}, safe=True, ret="pmask")
+            inner = self.mask(ctx, "page", 1)
+            op = ch.choice(["&", "|"])
+            lines: Lines = []
+            if ch.chance(0.4):
+                lines += [(0, f"if {self.bexpr(ctx, 1)}:"), (1, "return ~x")]
+            lines.append((0, f"return (x {op} {inner})"))
+            self.add_helper(h, lines, "s, x")
+            return
         if kind == "pure":
             self.f("helper_pure")
             params = ["int", "int"]
@@ -476,11 +545,10 @@ class ModelGen:
             return
         if kind == "effect":
             self.f("helper_effect")
-            h = Helper(f"h{k}_do", [ptag], None, True, not self.risky, True)
+            h = Helper(f"h{k}_do", [ptag], None, True, not self.risky, True, method=method)
             ctx = Ctx("proc", {"x": ptag}, effects=True, safe=h.safe)
             lines = self.block(ctx, depth=2, n=ch.int(1, 3))
-            self.helper_src.append(self.render([f"def {h.name}(s, x):"], lines, 1))
-            self.helpers.append(h)
+            self.add_helper(h, lines, "s, x")
             return
         if kind == "opt":
             dim = ch.choice(["page", "request"])
@@ -488,7 +556,7 @@ class ModelGen:
             self.f("helper_opt_page" if dim == "page" else "helper_opt_request",
                    "return_in_loop", "helper_early_return", "helper_state_param")
             safe = not self.risky or ch.chance(0.5)
-            h = Helper(f"h{k}_find", [ptag], ret, True, safe, False)
+            h = Helper(f"h{k}_find", [ptag], ret, True, safe, False, method=method)
             ctx = Ctx("helper", {"x": ptag}, safe=safe, ret=ret)
             v = ctx.fresh("f")
             inner = ctx.child(loops=1)
@@ -498,18 +566,25 @@ class ModelGen:
                             (1, f"if {self.bexpr(inner, 2)}:"), (2, f"return {v}")]
             lines.append((0, "return None" if ch.chance(0.7) else
                           f"return {self.oexpr(ctx, 1, ret, allow_none=True)}"))
-            self.helper_src.append(self.render([f"def {h.name}(s, x):"], lines, 1))
-            self.helpers.append(h)
+            self.add_helper(h, lines, "s, x")
             return
         self.f("helper_bool" if kind == "bool" else "helper_int", "helper_state_param")
         safe = not self.risky or ch.chance(0.5)
-        effects = self.risky and ch.chance(0.15) and "value_helper_effects" not in AVOID
-        h = Helper(f"h{k}_{kind}", [ptag], kind, True, safe and not effects, effects)
+        effects = self.risky and ch.chance(0.3)
+        h = Helper(f"h{k}_{kind}", [ptag], kind, True, safe and not effects, effects,
+                   method=method)
         ctx = Ctx("helper", {"x": ptag}, safe=safe, ret=kind, effects=effects)
         if effects:
             self.f("helper_value_effect")
         lines = self.value_body(ctx, kind)
-        self.helper_src.append(self.render([f"def {h.name}(s, x):"], lines, 1))
+        self.add_helper(h, lines, "s, x")
+
+    def add_helper(self, h: Helper, lines: Lines, params: str) -> None:
+        """A module-level function, or a method of the model class."""
+        if h.method:
+            self.method_src.append(self.render([f"    def {h.name}({params}):"], lines, 2))
+        else:
+            self.helper_src.append(self.render([f"def {h.name}({params}):"], lines, 1))
         self.helpers.append(h)
 
     def value_body(self, ctx: Ctx, tag: str) -> Lines:
@@ -565,9 +640,13 @@ class ModelGen:
             x -= w
         raise AssertionError
 
-    def require_stmt(self, ctx: Ctx) -> Lines:
-        self.f("require", "require_nested")
-        return [(0, f"require({self.bexpr(ctx, 2)})")]
+    def require_stmt(self, ctx: Ctx, nested: bool = True) -> Lines:
+        self.f("require", "require_nested" if nested else "require")
+        why = ""
+        if self.ch.chance(0.15):
+            self.f("require_message")
+            why = ', "generated guard"'
+        return [(0, f"require({self.bexpr(ctx.child(in_require=True), 2)}{why})")]
 
     def exit_stmt(self, ctx: Ctx) -> Lines:
         """break / continue / return, as the last statement of a branch."""
@@ -632,8 +711,13 @@ class ModelGen:
             if "len" in head:
                 self.f("len")
             inner.names[v] = "int"
+        elif ch.chance(0.3):
+            self.f("enum_loop_domain")
+            cls = ch.choice(list(ENUMS))
+            head = "(" + ", ".join(f"{cls}.{m}" for m in ENUMS[cls][:ch.int(1, 3)]) + ",)"
+            inner.names[v] = f"enum:{cls}"
         else:
-            head = ch.choice(["(0, 2)", "(1,)", "(2, 0, 1)"])
+            head = ch.choice(["(0, 2)", "(1,)", "(2, 0, 1)", "[1, 2]"])
             inner.names[v] = "int"
         self.f({"pages": "loop_pages", "requests": "loop_requests", "range": "loop_range",
                 "tuple": "loop_tuple"}[kind])
@@ -650,11 +734,18 @@ class ModelGen:
         ch = self.ch
         tags = ["int", "bool", "oreq", "pmask", "enum:Color", "int"]
         existing = [n for n, t in ctx.names.items() if t in ("int",) and n.startswith("l")]
+        bools = [n for n, t in ctx.names.items() if t == "bool" and n.startswith("l")]
+        if bools and ch.chance(0.1):
+            self.f("aug_assign_bool")
+            return [(0, f"{ch.choice(bools)} {ch.choice(['&=', '|='])} {self.bexpr(ctx, 1)}")]
         if existing and ch.chance(0.4):
             n = ch.choice(existing)
             if ch.chance(0.5):
                 self.f("aug_assign_local")
-                op = ch.choice(["+=", "-="])
+                op = ch.choice(["+=", "-=", "+=", "*=", "//=", "%="])
+                if op in ("*=", "//=", "%="):
+                    self.f("aug_assign_mul" if op == "*=" else "aug_assign_div")
+                    return [(0, f"{n} {op} {ch.choice(['2', '3'])}")]
                 return [(0, f"{n} {op} {self.iexpr(ctx, 1)}")]
             return [(0, f"{n} = {self.iexpr(ctx, 2)}")]
         if ch.chance(0.15):
@@ -678,6 +769,9 @@ class ModelGen:
             value = self.expr(ctx, tag, 2)
             self.f({"int": "local_int", "bool": "local_bool"}.get(tag, "local_enum"))
         ctx.names[name] = tag
+        if tag in ("int", "bool") and ch.chance(0.1):
+            self.f("annotated_assign")
+            return [(0, f"{name}: {tag} = {value}")]
         return [(0, f"{name} = {value}")]
 
     def call_effect(self, ctx: Ctx) -> Lines:
@@ -687,6 +781,8 @@ class ModelGen:
         if a is None:
             return [(0, "pass")]
         self.f("helper_effect")
+        if h.method:
+            return [(0, f"s.{h.name}({a})")]
         return [(0, f"{h.name}(s, {a})")]
 
     def effect_helpers(self, ctx: Ctx) -> list[Helper]:
@@ -703,9 +799,19 @@ class ModelGen:
                 self.f("mask_store")
                 return [(0, f"{target}[{m}] = {self.store_value(ctx, v)}")]
             target += f"[{self.index(ctx, v.dim)}]"
+        if v.tag == "bool" and ch.chance(0.15):
+            self.f("aug_assign_bool", "aug_assign_state")
+            return [(0, f"{target} {ch.choice(['&=', '|='])} {self.bexpr(ctx, 1)}")]
         if v.tag == "int" and ch.chance(0.2):
-            if ctx.safe:
+            if ctx.safe or ch.chance(0.3):
                 self.f("aug_assign_state")
+                form = ch.int(0, 2)
+                if form == 1:  # within range for every Int(lo, hi) with lo <= 0 < hi
+                    self.f("aug_assign_div")
+                    return [(0, f"{target} //= 2")]
+                if form == 2:
+                    self.f("aug_assign_div")
+                    return [(0, f"{target} %= 2")]
                 return [(0, f"{target} = ({target} + 1) % 2 if {target} >= 0 else 0")]
             self.f("aug_assign_state", "risky_write")
             return [(0, f"{target} {ch.choice(['+=', '-='])} 1")]
@@ -792,6 +898,8 @@ class ModelGen:
             return self.oexpr(ctx, d, tag, allow_none=True)
         if tag == "opt":
             return self.oexpr(ctx, d, "opage", allow_none=True)
+        if tag == "pmask":
+            return self.mask(ctx, "page", d)
         return self.req(ctx, tag, d, lit=True)  # type: ignore[return-value]
 
     def index(self, ctx: Ctx, dim: str) -> str:
@@ -887,7 +995,11 @@ class ModelGen:
             self.f("helper_nested_call")
         if ctx.kind == "invariant":
             self.f("invariant_helper")
-        if h.state:
+        if h.method:
+            return f"s.{h.name}({', '.join(args)})"
+        if h.array:
+            args = ["s.owner"] + args
+        elif h.state:
             args = ["s"] + args
         return f"{h.name}({', '.join(args)})"
 
@@ -900,9 +1012,11 @@ class ModelGen:
         for h in self.helpers:
             if h.ret != ret:
                 continue
-            if h.state and not ctx.state:
+            if (h.state or h.array) and not ctx.state:
                 continue
             if h.effects and ctx.kind != "action":
+                continue  # the checker rejects effects in invariants; helpers stay simple
+            if h.effects and ctx.in_require and "effects_in_leading_require" in AVOID:
                 continue
             if ctx.safe and not h.safe:
                 continue
@@ -978,8 +1092,11 @@ class ModelGen:
             (1 if nc and st_ok and not names and not ints else 0,
              lambda: "(s.owner == None).count()"),
             (0 if nc else 1, lambda: self.const_feature(
-                ch.choice(["LIMIT", "s.cap", "s.STEP", "len(s.pages)", "len(s.requests)"])
+                ch.choice(["LIMIT", "s.cap", "s.STEP", "len(s.pages)", "len(s.requests)",
+                           "len(s.owner)", f"len({self.mask(ctx, 'page', 0)})"])
                 if st_ok else "LIMIT")),
+            (1 if d > 0 else 0,
+             lambda: (self.f("unary_plus"), f"(+{self.iexpr(ctx, d - 1, nc)})")[1]),
             (4 if names else 0, lambda: ch.choice(names)),
             (5 if ints and st_ok else 0, lambda: self.load(ctx, ch.choice(ints))),
             (2 if d > 0 else 0, arith),
@@ -1060,9 +1177,11 @@ class ModelGen:
             self.f("mask_invert")
             return f"(~{self.mask(ctx, dim, d - 1)})"
 
+        helpers = self.value_helpers(ctx, "pmask") if dim == "page" else []
         opts: list[tuple[int, Callable[[], str | None]]] = [
             (5 if arrays else 0, compare),
             (3 if locals_ else 0, lambda: ch.choice(locals_)),
+            (1 if helpers and d > 0 else 0, lambda: self.call(ctx, ch.choice(helpers), d)),
             (2 if d > 0 else 0, combine),
             (1 if d > 0 else 0, invert),
         ]
@@ -1131,6 +1250,9 @@ class ModelGen:
                 return f"({x} {'==' if form == 'eq' else '!='} {cls}.{ch.choice(ENUMS[cls])})"
             self.f("enum_in" if form == "in" else "enum_not_in")
             members = ", ".join(f"{cls}.{m}" for m in ENUMS[cls][:ch.int(1, 2)])
+            if ch.chance(0.3):
+                self.f("list_in")
+                return f"({x} {'in' if form == 'in' else 'not in'} [{members}])"
             return f"({x} {'in' if form == 'in' else 'not in'} ({members},))"
 
         def opt_cmp() -> str | None:

@@ -1,234 +1,151 @@
-"""Random small models: explicit, BMC and PDR must agree, and every counterexample
-must replay.
+"""Random models (:mod:`modelgen`) through the user-facing path.
 
-Hypothesis writes model source (random per-request, per-page and scalar variables;
-guarded actions with branches, arithmetic and lifecycle events; random model
-invariants) into a temporary file, loads it with :func:`load_model`, and runs:
+``tests/test_differential.py`` compares the interpretations and the engines as
+library calls. Here the same kind of models go through what a user runs:
 
-* the explicit engine without symmetry reduction (ground truth),
-* BMC as deep as the deepest reachable state (so "no violation up to that depth"
-  means "none at all"),
-* PDR (quick BMC, template inference, Spacer).
+* ``kvspec verify --json`` with the explicit engine (symmetry on, the default)
+  and with BMC past the diameter: the exit code and every verdict in the JSON
+  result agree with the reference search of ``test_differential`` (or both report
+  the model error);
+* every counterexample in that JSON replays from its labels alone
+  (:func:`instance_by_label` + :meth:`System.step`): the same events at each step,
+  and the last step violates the property;
+* the fuzzer never reports a violation of a property that holds, and its
+  (shrunk) counterexamples are no shorter than the shortest one.
 
-Verdicts must match property by property, counterexamples must have the same
-length (all engines return shortest ones), and a reachable model error must be
-reported by every engine. Traces are re-executed by ``concretize`` inside each
-engine, so a trace that did not replay would already have failed loudly.
+Models are drawn by seed (``random_model``), so a failure names its seed; the
+fuzzer runs Hypothesis itself, which is why no ``@given`` wraps these tests.
 """
 from __future__ import annotations
 
-import itertools
+import io
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from modelgen import random_model
+from test_differential import _error_expected, compile_source, reference_search
 
-from kvspec.engines.bmc import run_bmc
-from kvspec.engines.explicit import explore
-from kvspec.engines.pdr import run_pdr
-from kvspec.lang.errors import ModelError
+from kvspec.cli import main
+from kvspec.engines.fuzz import run_fuzz
 from kvspec.lang.loader import load_model
-from kvspec.lang.system import compile_model
-from kvspec.verdict import Status, Verdict
-
-HEADER = '''import enum
-from kvspec import Int, Model, Page, Pages, Request, Requests, action, emit, invariant, require, var
+from kvspec.lang.system import System, compile_model
+from kvspec.trace import instance_by_label
+from kvspec.verdict import EXIT_HOLDS, EXIT_UNKNOWN, EXIT_USAGE, EXIT_VIOLATED, Status
 
 
-class Color(enum.Enum):
-    RED = 0
-    GREEN = 1
-    BLUE = 2
+def verify_json(path: Path, *args: str) -> tuple[int, dict[str, Any] | None, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["verify", str(path), "--json", "--model-class", "Gen", *args], out=out, err=err)
+    text = out.getvalue()
+    return code, (json.loads(text) if text.strip() else None), err.getvalue()
 
 
-class Rand(Model):
-'''
-
-_counter = itertools.count()
-
-
-@st.composite
-def model_sources(draw: Any) -> str:
-    R = draw(st.integers(1, 2))
-    P = draw(st.integers(1, 2))
-    req_vars: list[tuple[str, str]] = []  # (name, kind)
-    for i in range(draw(st.integers(1, 3))):
-        req_vars.append((f"v{i}", draw(st.sampled_from(["bool", "int", "enum"]))))
-    page_vars: list[tuple[str, str]] = []
-    for i in range(draw(st.integers(0, 2))):
-        page_vars.append((f"w{i}", draw(st.sampled_from(["bool", "ref"]))))
-    scalar = draw(st.booleans())
-    lines = [f"    requests = Requests({R})", f"    pages = Pages({P})"]
-    for name, kind in req_vars:
-        spec = {"bool": "bool, init=False", "int": "Int(0, 2), init=0",
-                "enum": "Color, init=Color.RED"}[kind]
-        lines.append(f"    {name} = requests.var({spec})")
-    for name, kind in page_vars:
-        spec = {"bool": "bool, init=False", "ref": "requests.optional, init=None"}[kind]
-        lines.append(f"    {name} = pages.var({spec})")
-    if scalar:
-        lines.append("    g = var(Int(0, 3), init=0)")
-
-    def atom(r: str, p: str | None) -> str:
-        choices: list[str] = []
-        for name, kind in req_vars:
-            if kind == "bool":
-                choices += [f"s.{name}[{r}]", f"not s.{name}[{r}]"]
-            elif kind == "int":
-                k = draw(st.integers(0, 2))
-                op = draw(st.sampled_from(["==", "!=", "<", ">="]))
-                choices.append(f"s.{name}[{r}] {op} {k}")
-            else:
-                c = draw(st.sampled_from(["RED", "GREEN", "BLUE"]))
-                choices.append(f"s.{name}[{r}] == Color.{c}")
-        if p is not None:
-            for name, kind in page_vars:
-                if kind == "bool":
-                    choices.append(f"s.{name}[{p}]")
-                else:
-                    choices += [f"s.{name}[{p}] is None", f"s.{name}[{p}] == {r}"]
-        if scalar:
-            choices.append(f"s.g {draw(st.sampled_from(['<', '==', '>=']))} "
-                           f"{draw(st.integers(0, 3))}")
-        for name, kind in page_vars:  # vector operations over pages
-            if kind == "ref":
-                choices += [f"(s.{name} == {r}).count() <= {draw(st.integers(0, 1))}",
-                            f"(s.{name} == None).any()"]
-            else:
-                choices.append(f"(s.{name} == True).all()")
-        return draw(st.sampled_from(choices))
-
-    def update(r: str, p: str | None, indent: str = "        ") -> str:
-        choices: list[str] = []
-        for name, kind in req_vars:
-            if kind == "bool":
-                choices += [f"s.{name}[{r}] = True", f"s.{name}[{r}] = not s.{name}[{r}]"]
-            elif kind == "int":
-                choices += [f"s.{name}[{r}] = s.{name}[{r}] + 1",
-                            f"s.{name}[{r}] = {draw(st.integers(0, 2))}"]
-            else:
-                c = draw(st.sampled_from(["RED", "GREEN", "BLUE"]))
-                choices.append(f"s.{name}[{r}] = Color.{c}")
-        if p is not None:
-            for name, kind in page_vars:
-                if kind == "bool":
-                    choices.append(f"s.{name}[{p}] = not s.{name}[{p}]")
-                else:
-                    choices += [f"s.{name}[{p}] = {r}", f"s.{name}[{p}] = None"]
-        if scalar:
-            choices += ["s.g = s.g + 1", "s.g = 0"]
-        for name, kind in page_vars:  # masked assignments, loops with branches
-            if kind == "ref":
-                choices += [f"s.{name}[s.{name} == {r}] = None",
-                            f"emit.free({r}, pages=s.{name} == {r})"]
-            else:
-                choices.append(f"s.{name}[s.{name} == False] = True")
-            choices.append(
-                f"for q in s.pages:\n{indent}    if {atom(r, 'q')}:\n"
-                f"{indent}        {update_simple(r, 'q')}")
-        events = [f"emit.reject({r})", f"emit.decode({r})"]
-        if p is not None:
-            events += [f"emit.alloc({r}, {p})", f"emit.free({r}, {p})", f"emit.read({r}, {p})",
-                       f"emit.post_write({r}, {p})", f"emit.land_write({r}, {p})"]
-        choices += events
-        return draw(st.sampled_from(choices))
-
-    def update_simple(r: str, p: str) -> str:
-        options = []
-        for name, kind in page_vars:
-            options.append(f"s.{name}[{p}] = {r}" if kind == "ref"
-                           else f"s.{name}[{p}] = not s.{name}[{p}]")
-        return draw(st.sampled_from(options))
-
-    for a in range(draw(st.integers(1, 4))):
-        with_page = bool(page_vars) and draw(st.booleans())
-        params = "s, r: Request, p: Page" if with_page else "s, r: Request"
-        p = "p" if with_page else None
-        body = ["    @action", f"    def act{a}({params}):",
-                f"        require({atom('r', p)})"]
-        shape = draw(st.sampled_from(["if", "return", "plain"]))
-        if shape == "if":
-            body += [f"        if {atom('r', p)}:",
-                     f"            {update('r', p, '            ')}",
-                     "        else:",
-                     f"            {update('r', p, '            ')}"]
-        elif shape == "return":  # an early return on a state-dependent condition
-            body += [f"        if {atom('r', p)}:",
-                     f"            {update('r', p, '            ')}",
-                     "            return"]
-        for _ in range(draw(st.integers(1, 2))):
-            body.append(f"        {update('r', p)}")
-        lines += [""] + body
-    for i in range(draw(st.integers(0, 2))):
-        r1, r2 = draw(st.integers(0, R - 1)), draw(st.integers(0, R - 1))
-        p1 = draw(st.integers(0, P - 1)) if page_vars else None
-        lines += ["", "    @invariant", f"    def inv{i}(s):",
-                  (f"        return not ({atom(str(r1), None if p1 is None else str(p1))} and "
-                   f"{atom(str(r2), None)})")]
-    return HEADER + "\n".join(lines) + "\n"
-
-
-def _summary(v: Verdict) -> tuple[str, int | None]:
-    if v.status is Status.VIOLATED:
-        assert v.trace is not None
-        return "violated", len(v.trace)
-    if v.status in (Status.HOLDS, Status.PROVED):
-        return "holds", None
-    return "unknown", None
-
-
-def _outcome(fn: Any) -> Any:
-    try:
-        return fn()
-    except ModelError as exc:
-        return ("model error", exc.message.split(" (reachable")[0])
-
-
-def check_agreement(path: Path) -> None:
-    loaded = load_model(path)
-    system = compile_model(loaded)
-    truth = _outcome(lambda: explore(system, symmetry=False))
-    if isinstance(truth, tuple):  # a reachable model error: every engine must say so
-        bmc = _outcome(lambda: run_bmc(compile_model(loaded), depth=40, timeout=60))
-        assert isinstance(bmc, tuple), f"explicit: {truth}, bmc: no model error"
-        pdr = _outcome(lambda: run_pdr(compile_model(loaded), timeout=60, save_proof=False,
-                                       proofs_dir=path.parent))
-        assert isinstance(pdr, tuple), f"explicit: {truth}, pdr: no model error"
+def replay_json_trace(system: System, trace: dict[str, Any], prop: str) -> None:
+    """Re-execute a JSON counterexample from its action labels."""
+    state = system.initial
+    steps = trace["steps"]
+    if not steps:
+        assert prop in system.failed_invariants(state) or prop in system.violated_flags(state)
         return
-    expected = {v.prop: _summary(v) for v in truth.verdicts}
-    depth = truth.stats.depth
-    bmc = run_bmc(compile_model(loaded), depth=depth, timeout=60)
-    got = {v.prop: _summary(v) for v in bmc.verdicts}
-    assert got == expected, f"bmc disagrees with explicit:\n{got}\n{expected}"
-    pdr = run_pdr(compile_model(loaded), timeout=60, save_proof=False, proofs_dir=path.parent)
-    got = {v.prop: _summary(v) for v in pdr.verdicts}
-    assert got == expected, f"pdr disagrees with explicit:\n{got}\n{expected}"
+    for k, step in enumerate(steps, 1):
+        inst = instance_by_label(system, step["action"], step["args"])
+        assert inst.label() == step["label"]
+        res = system.step(state, inst)
+        assert res is not None, f"step {k} {step['label']} is not enabled on replay"
+        assert [e.to_json() for e in res.events] == step["events"], f"events of step {k}"
+        state = res.state
+    last = res  # the final step must violate the property
+    assert prop in {v[0] for v in last.violations} or prop in system.failed_invariants(state)
 
 
-@settings(max_examples=12, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(source=model_sources())
-def test_engines_agree_on_random_models(source: str, tmp_path_factory: Any) -> None:
-    path = tmp_path_factory.mktemp("rand") / f"rand_{next(_counter)}.py"
-    path.write_text(source)
-    try:
-        check_agreement(path)
-    except AssertionError:
-        print(source)
-        raise
+def check_user_path(seed: int, directory: Path, fuzz: bool = True) -> None:
+    model = random_model(seed, small=True)
+    path, system = compile_source(model.source, directory, model.class_name)
+    truth = reference_search(system, 1500)
+    if not truth.complete:
+        pytest.skip("state space too large for the reference search")
+    runs = {"explicit": verify_json(path, "--engine", "explicit"),
+            "bmc": verify_json(path, "--engine", "bmc", "--depth", str(truth.depth + 1))}
+    for engine, (code, result, err) in runs.items():
+        want_error = _error_expected(truth, strict_before=engine == "explicit")
+        if code == EXIT_USAGE:
+            assert want_error in (True, None), f"{engine}: unexpected error: {err}\n{model.source}"
+            assert result is None
+            continue
+        assert want_error in (False, None), \
+            f"{engine}: no model error (exit {code}), reference: {truth.error_message}"
+        assert result is not None and result["exit_code"] == code
+        violated = any(d is not None for d in truth.violations.values())
+        if violated:
+            assert code == EXIT_VIOLATED
+        else:
+            assert code == (EXIT_HOLDS if engine == "explicit" else EXIT_UNKNOWN), \
+                f"{engine}: exit {code}"  # BMC holds only up to its bound
+        for v in result["verdicts"]:
+            shortest = truth.violations[v["property"]]
+            if shortest is None:
+                assert v["status"] == "HOLDS", f"{engine}: {v['property']}: {v['status']}"
+                continue
+            assert v["status"] == "VIOLATED", \
+                f"{engine}: {v['property']}: {v['status']}, reference: violated in {shortest}"
+            if v["trace"] is None and shortest == 0:
+                continue  # known bug: test_initial_state_counterexample_is_in_the_json
+            assert len(v["trace"]["steps"]) == shortest, \
+                f"{engine}: {v['property']}: {len(v['trace']['steps'])} steps, reference: " \
+                f"{shortest}"
+            replay_json_trace(compile_model(load_model(path, "Gen")), v["trace"], v["property"])
+    if not fuzz or truth.error is not None:
+        return
+    outcome = run_fuzz(compile_model(load_model(path, "Gen")), max_examples=25, steps=12, seed=seed,
+                       timeout=60)
+    for v in outcome.verdicts:
+        shortest = truth.violations[v.prop]
+        if v.status is Status.VIOLATED:
+            assert shortest is not None, f"fuzz: {v.prop} violated, but it holds"
+            assert v.trace is not None and len(v.trace) >= shortest
+        else:
+            assert v.status is Status.UNKNOWN  # fuzzing never claims a property holds
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_user_path_agrees_with_the_reference(seed: int, tmp_path: Path) -> None:
+    check_user_path(seed, tmp_path)
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(source=model_sources())
-def test_engines_agree_on_many_random_models(source: str, tmp_path_factory: Any) -> None:
-    path = tmp_path_factory.mktemp("rand") / f"rand_{next(_counter)}.py"
-    path.write_text(source)
-    try:
-        check_agreement(path)
-    except AssertionError:
-        print(source)
-        raise
+@pytest.mark.parametrize("seed", range(1000, 1300))
+def test_user_path_agrees_with_the_reference_many(seed: int, tmp_path: Path) -> None:
+    check_user_path(seed, tmp_path)
+
+
+INITIAL_VIOLATION = """
+from kvspec import Model, Pages, Request, Requests, action, invariant, var
+
+class M(Model):
+    requests = Requests(1)
+    pages = Pages(1)
+    busy = var(bool, init=False)
+
+    @action
+    def work(s, r: Request):
+        s.busy = True
+
+    @invariant
+    def starts_busy(s):
+        return s.busy
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="kvspec bug: Verdict.to_json writes `\"trace\": null` for a "
+                   "violation by the initial state, because `if self.trace` asks Trace.__len__ "
+                   "(0 steps); the kvspec-result/1 document loses the counterexample")
+def test_initial_state_counterexample_is_in_the_json(tmp_path: Path) -> None:
+    path = tmp_path / "initial.py"
+    path.write_text(INITIAL_VIOLATION)
+    code, result, _ = verify_json(path, "--engine", "explicit")
+    assert code == EXIT_VIOLATED and result is not None
+    verdict = next(v for v in result["verdicts"] if v["property"] == "starts-busy")
+    assert verdict["status"] == "VIOLATED"
+    assert verdict["trace"] is not None and verdict["trace"]["steps"] == []

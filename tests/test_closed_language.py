@@ -485,3 +485,13 @@ def test_an_invariant_calling_a_function_with_effects_is_rejected(write_model) -
     path = write_model(INVARIANT_WITH_EFFECT)
     r = run_cli("verify", str(path))
     assert r.code == 2 and "read-only" in r.err and f"{path.name}:" in r.err, r.err
+
+
+GUARD_WITH_EFFECTS = 'from kvspec import Int, Model, Request, Requests, action, invariant, require, var\n\ndef bump(s):\n    s.x = s.x + 1\n    return s.x < 3\n\nclass M(Model):\n    requests = Requests(2)\n    x = var(Int(0, 5), init=0)\n\n    @action\n    def go(s, r: Request):\n        require(bump(s))\n\n    @invariant\n    def small(s):\n        return s.x < 3\n'
+
+
+def test_a_guard_calling_a_function_with_effects(write_model) -> None:
+    """A failing require discards the writes made before it, in every engine."""
+    table = verdicts(write_model(GUARD_WITH_EFFECTS))
+    assert table["small"]["explicit"] == "holds"
+    assert_agree(table)

@@ -292,7 +292,7 @@ class PyGen:
         parameters it takes) for one action."""
         lead: list[ir.Require] = []
         for st in fn.body:
-            if isinstance(st, ir.Require):
+            if isinstance(st, ir.Require) and not _calls_with_effects(st.cond):
                 lead.append(st)
             else:
                 break
@@ -386,3 +386,10 @@ def _locals_used(exprs: list[ir.Expr]) -> set[str]:
     for e in exprs:
         visit(e)
     return out
+
+
+def _calls_with_effects(e: ir.Expr) -> bool:
+    """Whether evaluating ``e`` calls a function that writes, emits or requires."""
+    if isinstance(e, ir.Call) and e.fn.effects:
+        return True
+    return any(_calls_with_effects(x) for x in ir.sub_exprs(e))

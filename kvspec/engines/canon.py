@@ -15,7 +15,7 @@ from typing import Any
 
 from kvspec.lang.declare import SCALAR
 from kvspec.lang.schema import Schema, State
-from kvspec.lang.types import PAGE, REQUEST
+from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST
 
 Perm = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -34,6 +34,7 @@ class Canonicalizer:
         self.scalars: list[tuple[int, bool]] = []
         self.req_vars: list[tuple[int, bool]] = []
         self.page_vars: list[tuple[int, bool]] = []
+        self.grid_vars: list[tuple[int, bool]] = []  # (page, request) arrays, row per page
         for v in schema.vars:
             is_ref = v.type.ref_dim == REQUEST
             if v.type.ref_dim == PAGE and self.page_sym:
@@ -42,8 +43,12 @@ class Canonicalizer:
                 self.scalars.append((v.offset, is_ref))
             elif v.dim == REQUEST:
                 self.req_vars.append((v.offset, is_ref))
-            else:
+            elif v.dim == PAGE_BY_REQUEST:
+                self.grid_vars.append((v.offset, is_ref))
+            elif v.dim == PAGE:
                 self.page_vars.append((v.offset, is_ref))
+            else:
+                raise ValueError(f"variable {v.name}: unknown dimension {v.dim}")
         self.identity: Perm = (tuple(range(self.R)), tuple(range(self.P)))
         self._ref_cols = [j for j, (_, ref) in enumerate(self.page_vars) if ref]
         self._scalar_refs = any(ref for _, ref in self.scalars)
@@ -54,8 +59,23 @@ class Canonicalizer:
 
     # -- signatures ------------------------------------------------------------------
     def _columns(self, s: State) -> list[tuple[Any, ...]]:
+        """Per page: the values of the per-page variables (request-order independent
+        given the request ids they hold)."""
         P = self.P
+        if not self.page_vars:
+            return [()] * P
         return list(zip(*[s[off:off + P] for off, _ in self.page_vars]))
+
+    def _full_columns(self, s: State) -> list[tuple[Any, ...]]:
+        """Per page: its per-page values followed by its rows of the (page, request)
+        arrays — everything a page permutation moves together."""
+        cols = self._columns(s)
+        if not self.grid_vars:
+            return cols
+        R = self.R
+        return [cols[p] + tuple(x for off, _ in self.grid_vars
+                                for x in s[off + p * R:off + p * R + R])
+                for p in range(self.P)]
 
     def _request_orders(self, s: State) -> list[list[int]]:
         """Candidate orders: old request ids listed in their new positions. Requests
@@ -118,6 +138,12 @@ class Canonicalizer:
             for p in range(self.P):
                 x = s[off + p]
                 out[off + pperm[p]] = rperm[x] if ref and x >= 0 else x
+        R = self.R
+        for off, ref in self.grid_vars:
+            for p in range(self.P):
+                for r in range(R):
+                    x = s[off + p * R + r]
+                    out[off + pperm[p] * R + rperm[r]] = rperm[x] if ref and x >= 0 else x
         return tuple(out)
 
     def _image(self, s: State, order: list[int], want_perm: bool = True
@@ -134,11 +160,16 @@ class Canonicalizer:
             img = self.apply(s, (rperm, tuple(range(P))))
         if not self.page_sym:
             return img, ((rperm, tuple(range(P))) if want_perm else None)
-        cols = self._columns(img)
+        cols = self._full_columns(img)
         ranked = sorted(range(P), key=cols.__getitem__)
         out = list(img)
-        for (off, _), values in zip(self.page_vars, zip(*[cols[i] for i in ranked])):
-            out[off:off + P] = values
+        if self.page_vars:
+            for (off, _), values in zip(self.page_vars, zip(*[cols[i] for i in ranked])):
+                out[off:off + P] = values
+        R = self.R
+        for off, _ in self.grid_vars:
+            for new, old in enumerate(ranked):
+                out[off + new * R:off + new * R + R] = img[off + old * R:off + old * R + R]
         if not want_perm:
             return tuple(out), None
         pperm = [0] * P
@@ -174,14 +205,13 @@ class Canonicalizer:
         for rp in rperms:
             img = self.apply(s, (tuple(rp), pid))
             if self.page_sym:
-                cols = sorted(tuple(img[off + p] for off, _ in self.page_vars)
-                              for p in range(self.P))
+                cols = sorted(self._full_columns(img))
                 forms.add((self._non_page_part(img), tuple(cols)))
             else:
                 forms.add(img)
         size = len(forms)
         if self.page_sym:
-            cols = [tuple(s[off + p] for off, _ in self.page_vars) for p in range(self.P)]
+            cols = self._full_columns(s)
             mult: dict[Any, int] = {}
             for c in cols:
                 mult[c] = mult.get(c, 0) + 1
@@ -193,6 +223,7 @@ class Canonicalizer:
 
     def _non_page_part(self, s: State) -> tuple[Any, ...]:
         page_slots = {off + p for off, _ in self.page_vars for p in range(self.P)}
+        page_slots |= {off + k for off, _ in self.grid_vars for k in range(self.P * self.R)}
         return tuple(x for i, x in enumerate(s) if i not in page_slots)
 
 

@@ -38,7 +38,7 @@ from kvspec.lang.errors import ModelError
 from kvspec.lang.schema import State
 from kvspec.lang.symvalues import domain_constraint, from_z3, z3_const
 from kvspec.lang.system import ActionInstance, Property, System
-from kvspec.lang.types import PAGE, REQUEST, ValueType
+from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, ValueType
 from kvspec.trace import InternalError
 
 Vars = list[z3.ExprRef]
@@ -483,8 +483,14 @@ class TransitionSystem:
         no reference slot names it. Two untouched ids are interchangeable."""
         parts: list[z3.BoolRef] = []
         for v in self.system.schema.vars:
+            own: list[int] = []
             if v.dim == dim:
-                slot = v.offset + i
+                own = [v.offset + i]
+            elif v.dim == PAGE_BY_REQUEST:  # row i (a page) or column i (a request)
+                R = v.row
+                own = ([v.offset + i * R + r for r in range(R)] if dim == PAGE
+                       else [v.offset + p * R + i for p in range(v.length // R)])
+            for slot in own:
                 parts.append(self.cur[slot] == self.value(slot, self.system.initial[slot]))
             if v.type.ref_dim == dim:
                 for slot in range(v.offset, v.offset + v.length):
@@ -567,6 +573,8 @@ def replay_error(system: System, schedule: list[ActionInstance], engine: str) ->
     state = system.initial
     for i, inst in enumerate(schedule, 1):
         try:
+            if i == len(schedule):
+                system.failed_invariants(state)  # an invariant that errs on the state reached
             res = system.step(state, inst)
         except ModelError as exc:
             if i != len(schedule):

@@ -214,8 +214,8 @@ def helper_call(b: ExprBuilder, target: _Marker, node: ast.Call) -> ir.Expr:
         v = b.expr(a)
         if isinstance(v, _Marker):
             raise b.err(a, f"{ast.unparse(a)} cannot be passed to a function in model code")
-        if isinstance(v.ty, ir.SpaceT):
-            raise b.err(a, "an id space cannot be passed to a function")
+        if isinstance(v.ty, ir.SpaceT) or (isinstance(v, ir.VecOf) and v.row is not None):
+            raise b.err(a, f"{ast.unparse(a)} cannot be passed to a function")
         args.append(v)
         types.append(v.ty)
     n_params = fn.__code__.co_argcount

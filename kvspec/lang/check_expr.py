@@ -16,6 +16,7 @@ from kvspec.lang.check_types import (arith_type, const_type, interval, of_value_
 from kvspec.lang.declare import SCALAR, SizeParam
 from kvspec.lang.errors import ModelError
 from kvspec.lang.schema import VarInfo
+from kvspec.lang.types import PAGE_BY_REQUEST
 
 _CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
@@ -446,6 +447,8 @@ class ExprBuilder:
     # -- subscripts --------------------------------------------------------------------------
     def e_Subscript(self, node: ast.Subscript) -> ir.Expr:
         base = self.value(node.value)
+        if isinstance(base, ir.VecOf) and base.var.dim == PAGE_BY_REQUEST and base.row is None:
+            return self.two_d(base, node)
         if isinstance(node.slice, ast.Tuple):
             raise self.err(node, "multi-dimensional indexing is not supported")
         if not isinstance(base.ty, ir.VecT):
@@ -458,6 +461,29 @@ class ExprBuilder:
                                  "(s.x[mask] = v); to read, reduce the mask")
         idx, check = self.index(base.var, idx, node)
         return ir.Load(base.var, idx, check, ty=base.ty.elem, line=node.lineno)
+
+    def two_d(self, base: ir.VecOf, node: ast.Subscript) -> ir.Expr:
+        """``m.x[p, r]`` (an element) or ``m.x[p]`` (the vector over requests of page p)
+        of a (page, request) array; both indices must be ids of their space."""
+        var = base.var
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(parts) > 2:
+            raise self.err(node, f"{var.name} has two dimensions (page, request)")
+        ids = []
+        for part, dim in zip(parts, ("page", "request")):
+            e = self.scalar(part)
+            if not (isinstance(e.ty, ir.RefT) and e.ty.dim == dim and not e.ty.optional):
+                raise self.err(node, f"{var.name}[page, request] needs a {dim} id here, not "
+                                     f"{e.ty.describe()}")
+            ids.append(e)
+        elem = of_value_type(var.type)
+        if len(ids) == 1:
+            return ir.VecOf(var, ids[0], ty=ir.VecT(var.name + "[row]", "request", elem),
+                            line=node.lineno)
+        row = ir.Const(var.row, ty=ir.IntT(var.row, var.row), line=node.lineno)
+        flat = ir.Arith("+", ir.Arith("*", ids[0], row, ty=ir.INT, line=node.lineno), ids[1],
+                        ty=ir.IntT(0, var.length - 1), line=node.lineno)
+        return ir.Load(var, flat, False, ty=elem, line=node.lineno)
 
     def index(self, var: VarInfo, idx: ir.Expr, node: Any) -> tuple[ir.Expr, bool]:
         """Type an index of array ``var``: (index, needs a range check)."""

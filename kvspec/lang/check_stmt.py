@@ -12,7 +12,7 @@ from kvspec.lang.check_expr import RUNTIME_FUNCTIONS, ExprBuilder, _Marker
 from kvspec.lang.check_types import interval, join, of_value_type, widen, within
 from kvspec.lang.declare import SCALAR
 from kvspec.lang.schema import VarInfo
-from kvspec.lang.types import BoolType, EnumType, IntType, RefType
+from kvspec.lang.types import PAGE_BY_REQUEST, BoolType, EnumType, IntType, RefType
 
 _AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%",
         ast.BitAnd: "&", ast.BitOr: "|"}
@@ -214,7 +214,14 @@ class BodyBuilder(ExprBuilder):
         if prop.value not in self.scope.properties:
             raise self.err(call, f"violate(): unknown property {prop.value!r}")
         self.effects = True
-        args = [(k.arg or "", self.scalar(k.value)) for k in call.keywords]
+        args = []
+        for k in call.keywords:
+            v = self.value(k.value)
+            if isinstance(v.ty, ir.VecT):
+                v = self.as_mask(v, k.value)
+            if not (ir.is_scalar(v.ty) or isinstance(v.ty, ir.MaskT)):
+                raise self.err(call, f"violate(): {k.arg}= must be a value or a mask")
+            args.append((k.arg or "", v))
         return ir.Violate(prop.value, fmt.value, args, line=call.lineno)
 
     # -- assignments ------------------------------------------------------------------------
@@ -281,6 +288,13 @@ class BodyBuilder(ExprBuilder):
             info = self.state_var(target.value, target.value.attr)
             if info.dim == SCALAR:
                 raise self.err(node, f"{info.name} is a scalar; it cannot be indexed")
+            if info.dim == PAGE_BY_REQUEST:
+                elem = self.two_d(ir.VecOf(info, ty=None, line=node.lineno), target)
+                if not isinstance(elem, ir.Load):
+                    raise self.err(node, f"assign one element: {info.name}[page, request] = v")
+                v, check_v = self.store_value(info, self.value(value), node)
+                self.note_write(info, elem.index, node)
+                return [ir.Store(info, elem.index, v, False, check_v, line=node.lineno)]
             if isinstance(target.slice, ast.Tuple):
                 raise self.err(node, "multi-dimensional indexing is not supported")
             idx = self.value(target.slice)

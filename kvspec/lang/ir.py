@@ -150,9 +150,11 @@ class Load(Expr):
 
 @dataclass(eq=False)
 class VecOf(Expr):
-    """A whole per-id state variable, as a vector."""
+    """A whole per-id state variable, as a vector; for a (page, request) array with
+    ``row`` given, the vector over requests of that page."""
 
     var: VarInfo
+    row: Expr | None = None
 
 
 @dataclass(eq=False)
@@ -362,8 +364,10 @@ def walk_stmts(body: list[Stmt]) -> Any:
 
 def sub_exprs(e: Expr) -> list[Expr]:
     """The direct sub-expressions of an expression."""
-    if isinstance(e, (Load,)):
+    if isinstance(e, Load):
         return [e.index] if e.index is not None else []
+    if isinstance(e, VecOf):
+        return [e.row] if e.row is not None else []
     if isinstance(e, Unary):
         return [e.x]
     if isinstance(e, (Arith, Compare, VecCompare)):

@@ -43,6 +43,10 @@ def _cv(x, lo, hi, i):
         return x
     _err(i, x)
 
+def _row(W, off, n, r):
+    b = off + n * r
+    return W[b:b + n]
+
 def _veq(xs, v):
     return tuple([x == v for x in xs])
 
@@ -88,8 +92,11 @@ class PyGen:
         return len(self.errors) - 1
 
     # -- expressions ---------------------------------------------------------------------
-    def vec(self, e: ir.Expr) -> str:
-        """A state array as a slice of W."""
+    def vec(self, e: ir.Expr, fn: ir.Function | None = None) -> str:
+        """A state array (or one page's row of a (page, request) array) as a slice of W."""
+        if isinstance(e, ir.VecOf) and e.row is not None:
+            assert fn is not None
+            return f"_row(W, {e.var.offset}, {e.var.row}, {self.ex(e.row, fn)})"
         var = self.schema.by_name[e.ty.var]
         return f"W[{var.offset}:{var.offset + var.length}]"
 
@@ -113,7 +120,7 @@ class PyGen:
                 idx = f"_ck({idx}, {e.var.length}, {i})"
             return f"W[{off} + {idx}]"
         if isinstance(e, ir.VecOf):
-            return self.vec(e)
+            return self.vec(e, fn)
         if isinstance(e, ir.Unary):
             x = self.ex(e.x, fn)
             if e.op == "not":

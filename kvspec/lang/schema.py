@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvspec.lang.declare import SCALAR
-from kvspec.lang.types import PAGE, REQUEST, ValueType
+from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, ValueType
 
 State = tuple[Any, ...]
 
@@ -25,12 +25,16 @@ class VarInfo:
     owner: str  # "model", "monitor" or "flag"
     line: int | None = None
     file: str | None = None
+    row: int = 0  # slots per page of a PAGE_BY_REQUEST array (the number of requests)
 
     def label(self, index: int | None) -> str:
         if self.dim == SCALAR or index is None:
             return self.name
         if self.dim == REQUEST:
             return f"{self.name}[r{index}]"
+        if self.dim == PAGE_BY_REQUEST:
+            p, r = divmod(index, self.row)
+            return f"{self.name}[{p},r{r}]"
         return f"{self.name}[{index}]"
 
 
@@ -54,12 +58,21 @@ class Schema:
 
     def add(self, name: str, dim: str, vtype: ValueType, owner: str,
             line: int | None = None, file: str | None = None) -> VarInfo:
-        length = 1 if dim == SCALAR else self.counts[dim]
-        info = VarInfo(name, dim, vtype, self.width, length, owner, line, file)
+        row = self.counts[REQUEST] if dim == PAGE_BY_REQUEST else 0
+        length = self.length_of(dim)
+        info = VarInfo(name, dim, vtype, self.width, length, owner, line, file, row)
         self.vars.append(info)
         self.by_name[name] = info
         self.width += length
         return info
+
+    def length_of(self, dim: str) -> int:
+        """Slots of a variable over ``dim``."""
+        if dim == SCALAR:
+            return 1
+        if dim == PAGE_BY_REQUEST:
+            return self.counts[PAGE] * self.counts[REQUEST]
+        return self.counts[dim]
 
     def values(self, state: State, info: VarInfo) -> Any:
         """JSON value of one variable (a list for arrays)."""

@@ -131,6 +131,7 @@ class System:
     _machine: Machine | None = None
     _sym: SymExec | None = None
     _batches: list[Any] | None = None
+    _inv_errors: tuple[Any, list[tuple[z3.BoolRef, str]]] | None = None
 
     @property
     def name(self) -> str:
@@ -214,11 +215,30 @@ class System:
         return [v.type for v in self.schema.vars for _ in range(v.length)]
 
     def encode_step(self, inst: ActionInstance, current: list[z3.ExprRef]) -> StepEncoding:
-        return self.kernel.run_step(current, inst.action.ir, inst.args, self.handlers)
+        """The step of ``inst`` from ``current``. Its model-error conditions include
+        those of evaluating the invariants on ``current``: the concrete engines
+        evaluate every invariant on every state they reach, so such an error is
+        reached together with the state (see ``transition.replay_error``)."""
+        enc = self.kernel.run_step(current, inst.action.ir, inst.args, self.handlers)
+        enc.errors = self.invariant_errors(current) + enc.errors
+        return enc
+
+    def invariant_errors(self, current: list[z3.ExprRef]) -> list[tuple[z3.BoolRef, str]]:
+        """Model-error conditions of evaluating the invariants on ``current``."""
+        key = tuple(v.get_id() for v in current)
+        cached = self._inv_errors
+        if cached is not None and cached[0] == key:
+            return list(cached[1])
+        errors: list[tuple[z3.BoolRef, str]] = []
+        for p in self.properties:
+            if p.ir is not None:
+                errors.extend(self.kernel.evaluate(current, p.ir)[1])
+        self._inv_errors = (key, errors)
+        return list(errors)
 
     def encode_invariant(self, prop: Property, current: list[z3.ExprRef]) -> z3.BoolRef:
         assert prop.ir is not None
-        return self.kernel.evaluate(current, prop.ir)
+        return self.kernel.evaluate(current, prop.ir)[0]
 
     def encode_bad(self, prop: Property, current: list[z3.ExprRef]) -> z3.BoolRef:
         """The states that violate ``prop``."""
@@ -352,7 +372,7 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
                              "pages = Pages(n)")
     monitor_vars = library.monitor_vars([n for n in wanted if n in library.LIBRARY])
     for mv in monitor_vars:
-        if counts.get(mv.dim, 0) == 0 and mv.dim != SCALAR:
+        if mv.dim != SCALAR and schema.length_of(mv.dim) == 0:
             continue
         vtype = resolve_type(mv.type_spec, sizes, counts, mv.name)
         info = schema.add(mv.name, mv.dim, vtype, "monitor")

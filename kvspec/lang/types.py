@@ -17,6 +17,8 @@ from kvspec.lang.errors import ModelError
 
 REQUEST = "request"
 PAGE = "page"
+#: a two-dimensional (page, request) array, laid out row by row: slot p * R + r
+PAGE_BY_REQUEST = "page*request"
 
 
 class Request(int):

@@ -174,12 +174,15 @@ class SymExec:
                 self.slots[off] = or_(self.slots[off], viol)
         return StepEncoding(self.enabled, self.slots, self.errors, self.events, self.violations)
 
-    def evaluate(self, current: list[z3.ExprRef], fn: ir.Function) -> z3.BoolRef:
+    def evaluate(self, current: list[z3.ExprRef], fn: ir.Function
+                 ) -> tuple[z3.BoolRef, list[tuple[z3.BoolRef, str]]]:
+        """An invariant's value on ``current`` and its model-error conditions."""
         self.slots = list(current)
         self.enabled = TRUE
         self.errors = []
         self.frames = []
-        return self.call(fn, [], TRUE)  # type: ignore[no-any-return]
+        value = self.call(fn, [], TRUE)
+        return value, list(self.errors)
 
     def call(self, fn: ir.Function, values: list[Any], entry: z3.BoolRef) -> Any:
         frame = _Frame(entry)
@@ -191,6 +194,8 @@ class SymExec:
             self.block(fn.body, fn)
         finally:
             self.frames.pop()
+        if frame.result is None and fn.ret is not None:
+            return _default(fn.ret, self.schema)  # the call is unreachable on every path
         return frame.result
 
     # -- helpers -------------------------------------------------------------------------
@@ -232,6 +237,8 @@ class SymExec:
                 self.slots[var.offset] = ite(f.g, value, self.slots[var.offset])
                 return
             idx = self.ex(st.index, fn)
+            if isinstance(st.index, ir.Arith) and not z3.is_int_value(idx):
+                idx = z3.simplify(idx)
             if z3.is_int_value(idx) and 0 <= idx.as_long() < var.length:
                 k = var.offset + idx.as_long()
                 self.slots[k] = ite(f.g, value, self.slots[k])
@@ -328,7 +335,23 @@ class SymExec:
         self.events.append(SymEvent(g, st.kind, r, p))
 
     # -- expressions --------------------------------------------------------------------
-    def elems(self, e: ir.Expr) -> list[z3.ExprRef]:
+    def elems(self, e: ir.Expr, fn: ir.Function | None = None) -> list[z3.ExprRef]:
+        if isinstance(e, ir.VecOf) and e.row is not None:
+            assert fn is not None
+            var = e.var
+            n = var.row
+            pages = var.length // n
+            row = self.ex(e.row, fn)
+            if z3.is_int_value(row):
+                b = var.offset + n * row.as_long()
+                return self.slots[b:b + n]
+            out = []
+            for r in range(n):
+                acc = self.slots[var.offset + (pages - 1) * n + r]
+                for p in range(pages - 2, -1, -1):
+                    acc = ite(row == p, self.slots[var.offset + p * n + r], acc)
+                out.append(acc)
+            return out
         var = self.schema.by_name[e.ty.var]
         return self.slots[var.offset:var.offset + var.length]
 
@@ -347,6 +370,8 @@ class SymExec:
             if isinstance(e.index, ir.Const):
                 return self.slots[var.offset + e.index.value]
             idx = self.ex(e.index, fn)
+            if isinstance(e.index, ir.Arith) and not z3.is_int_value(idx):
+                idx = z3.simplify(idx)
             if z3.is_int_value(idx) and 0 <= idx.as_long() < var.length:
                 return self.slots[var.offset + idx.as_long()]
             elems = self.slots[var.offset:var.offset + var.length]
@@ -358,7 +383,7 @@ class SymExec:
                 acc = ite(idx == k, elems[k], acc)
             return acc
         if isinstance(e, ir.VecOf):
-            return self.elems(e)
+            return self.elems(e, fn)
         if isinstance(e, ir.Unary):
             x = self.ex(e.x, fn)
             if e.op == "not":
@@ -474,3 +499,12 @@ class SymExec:
         if e.op == "sum":
             return z3.Sum(terms) if terms else z3.IntVal(0)
         return acc
+
+
+def _default(t: object, schema: Schema) -> object:
+    """A value of type ``t`` for a result no path produces."""
+    if isinstance(t, ir.BoolT):
+        return FALSE
+    if isinstance(t, ir.MaskT):
+        return [FALSE] * schema.counts.get(t.dim, 0)
+    return z3.IntVal(0)

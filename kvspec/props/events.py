@@ -59,6 +59,8 @@ class _ReasonFormatter(string.Formatter):
     def format_field(self, value: Any, format_spec: str) -> str:
         if format_spec == "req":
             return "None" if value is None or value == -1 else f"r{value}"
+        if format_spec == "reqs":  # a mask over requests
+            return ", ".join(f"r{i}" for i, bit in enumerate(value) if bit) or "none"
         return super().format_field(value, format_spec)
 
 

@@ -31,7 +31,7 @@ import z3
 
 from kvspec.lang.declare import SCALAR
 from kvspec.lang.schema import Schema, State, VarInfo
-from kvspec.lang.types import PAGE, REQUEST
+from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST
 
 QDIM = {"r": REQUEST, "p": PAGE}
 DIMQ = {REQUEST: "r", PAGE: "p"}
@@ -45,7 +45,7 @@ class Atom:
 
     kind: str
     var: str
-    idx: str | None  # "r", "p" or None for a scalar
+    idx: str | None  # "r", "p", "pr" (a (page, request) array) or None for a scalar
     value: int = 0
     other: str = ""  # veq/vle: the second variable; is: the quantified variable
 
@@ -62,7 +62,7 @@ class Atom:
 
     def render(self, schema: Schema, positive: bool) -> str:
         v = schema.by_name[self.var]
-        name = f"{self.var}[{self.idx}]" if self.idx else self.var
+        name = f"{self.var}[{_index_text(self.idx)}]" if self.idx else self.var
         if self.kind == "eq":
             if v.type.kind == "bool":
                 return name if positive else f"not {name}"
@@ -74,7 +74,7 @@ class Atom:
             return f"{name} <= {self.value}" if positive else f"{name} > {self.value}"
         if self.kind == "is":
             return f"{name} {'==' if positive else '!='} {self.other}"
-        other = f"{self.other}[{self.idx}]" if self.idx else self.other
+        other = f"{self.other}[{_index_text(self.idx)}]" if self.idx else self.other
         if self.kind == "veq":
             return f"{name} {'==' if positive else '!='} {other}"
         return f"{name} <= {other}" if positive else f"{name} > {other}"
@@ -113,8 +113,16 @@ class Template:
         return {s for a, _ in self.literals for s in a.slots(schema, binding)}
 
 
+def _index_text(idx: str) -> str:
+    return "p, r" if idx == "pr" else idx
+
+
 def _slot(v: VarInfo, idx: str | None, binding: dict[str, int]) -> int:
-    return v.offset if v.dim == SCALAR else v.offset + binding[idx]  # type: ignore[index]
+    if v.dim == SCALAR:
+        return v.offset
+    if v.dim == PAGE_BY_REQUEST:
+        return v.offset + binding["p"] * v.row + binding["r"]
+    return v.offset + binding[idx]  # type: ignore[index]
 
 
 def atom_term(atom: Atom, schema: Schema, cur: list[z3.ExprRef], binding: dict[str, int]
@@ -141,9 +149,11 @@ def atoms_for(schema: Schema, ctx: tuple[str, ...]) -> list[Atom]:
     """Every atom over variables indexed by ``ctx``'s quantified ids (and scalars)."""
     dims = {QDIM[q] for q in ctx}
     out: list[Atom] = []
-    usable = [v for v in _template_vars(schema) if v.dim == SCALAR or v.dim in dims]
+    grid = ctx == ("p", "r")
+    usable = [v for v in _template_vars(schema) if v.dim == SCALAR or v.dim in dims
+              or (grid and v.dim == PAGE_BY_REQUEST)]
     for v in usable:
-        idx = None if v.dim == SCALAR else DIMQ[v.dim]
+        idx = _idx_of(v)
         t = v.type
         if t.kind == "bool":
             out.append(Atom("eq", v.name, idx, 1))
@@ -169,12 +179,20 @@ def atoms_for(schema: Schema, ctx: tuple[str, ...]) -> list[Atom]:
             continue
         if a.type.kind == "enum" and a.type.describe() != b.type.describe():
             continue
-        idx = None if a.dim == SCALAR else DIMQ[a.dim]
+        idx = _idx_of(a)
         out.append(Atom("veq", a.name, idx, 0, b.name))
         if a.type.kind == "int":
             out.append(Atom("vle", a.name, idx, 0, b.name))
             out.append(Atom("vle", b.name, idx, 0, a.name))
     return out
+
+
+def _idx_of(v: VarInfo) -> str | None:
+    if v.dim == SCALAR:
+        return None
+    if v.dim == PAGE_BY_REQUEST:
+        return "pr"
+    return DIMQ[v.dim]
 
 
 # -- evaluating atoms on many states ---------------------------------------------------------
@@ -195,6 +213,9 @@ class StateTable:
         if v.dim == SCALAR:
             return self.data[:, v.offset].reshape(shape)
         cols = self.data[:, v.offset:v.offset + v.length]
+        if v.dim == PAGE_BY_REQUEST:  # laid out page by page: (N, P, R) in context (p, r)
+            assert ctx == ("p", "r")
+            return cols.reshape(n, v.length // v.row, v.row)
         shape[1 + ctx.index(idx)] = v.length  # type: ignore[arg-type]
         return cols.reshape(shape)
 
@@ -309,7 +330,7 @@ def _covers(ctx: tuple[str, ...], lits: Iterable[Literal]) -> bool:
     """Every quantified id of ``ctx`` is mentioned (a page-request clause must link them)."""
     atoms = [a for a, _ in lits]
     if ctx == ("p", "r"):
-        return any(a.links for a in atoms)
+        return any(a.links or a.idx == "pr" for a in atoms)
     return all(any(a.idx == q or (a.kind == "is" and a.other == q) for a in atoms) for q in ctx)
 
 

@@ -1,50 +1,212 @@
 """The ``kvspec`` command line. Each subcommand is a plain function taking the parsed
-arguments and the output streams and returning the exit code:
-0 all hold/proved, 1 a violation, 2 usage or model error, 3 unknown.
+arguments and the output streams and returning the exit code; ``main`` parses, runs
+one and turns every way it can end into an exit code:
+
+* 0 all hold/proved, 1 a violation, 2 usage or model error, 3 unknown;
+* 70 an unexpected exception (a bug in kvspec: one line, the traceback with ``--debug``);
+* 130 interrupted (Ctrl-C): every property of the run is reported ``UNKNOWN``.
+
+Option values are checked by the parser and output paths before any model is loaded,
+so a bad command line never costs a run.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
+import shutil
 import sys
+import tempfile
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import IO, Any, Callable, Iterator, NoReturn, Sequence
 
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.loader import load_model, parse_sizes
 from kvspec.lang.system import System, compile_model
 from kvspec.report.text import make_console, print_result
-from kvspec.trace import InternalError
-from kvspec.verdict import EXIT_UNKNOWN, EXIT_USAGE, EngineOutcome, Result
+from kvspec.trace import DocumentError, InternalError, load_json_document
+from kvspec.verdict import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    EngineOutcome,
+    Result,
+    Stats,
+    interrupted_verdicts,
+)
+
+__all__ = ["EXIT_INTERNAL", "EXIT_INTERRUPTED", "build_parser", "entry", "main"]
 
 ENGINES = ("auto", "explicit", "bmc", "kind", "pdr")
-#: a kvspec bug (e.g. a solver counterexample that does not replay): loud, never a verdict
-EXIT_INTERNAL = 70
+#: picture formats by ``-o`` / ``--render`` suffix (see kvspec.render.style.FORMATS)
+PICTURE_SUFFIXES = (".svg", ".png", ".pdf", ".dot", ".gv")
+CERT_FORMAT = "kvspec-proof/1"
+TRACE_FORMATS = ("kvspec-trace/1", "kvspec-result/1")
 
 
-def _display(path: str | None) -> str | None:
+# -- messages ------------------------------------------------------------------------------
+
+def _display(path: str | os.PathLike[str] | None) -> str | None:
     if path is None:
         return None
     try:
         rel = os.path.relpath(path)
-        return rel if not rel.startswith("..") else path
+        return rel if not rel.startswith("..") else str(path)
     except ValueError:
-        return path
+        return str(path)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def _error(err: IO[str], exc: BaseException) -> int:
     if isinstance(exc, ModelError):
         exc.file = _display(exc.file)
-        err.write(f"kvspec: error: {exc}\n")
-    else:
-        err.write(f"kvspec: error: {exc}\n")
+    err.write(f"kvspec: error: {_one_line(str(exc))}\n")
     return EXIT_USAGE
+
+
+def _internal(err: IO[str], exc: BaseException, debug: bool) -> int:
+    if debug:
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=err)
+    what = str(exc) if isinstance(exc, InternalError) else f"{type(exc).__name__}: {exc}"
+    hint = "" if debug else "; rerun with --debug for the traceback"
+    err.write(f"kvspec: internal error: {_one_line(what)} (a bug in kvspec{hint}; "
+              "please report it)\n")
+    return EXIT_INTERNAL
+
+
+# -- option values (checked by the parser, before any work) ---------------------------------
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds > 0 (leave ``--timeout`` out for no limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds > 0, got {text!r} (leave --timeout out for no limit)")
+    return value
+
+
+def size_spec(text: str) -> str:
+    """``name=N[,name=N]`` with integer values; names are checked against the model later."""
+    try:
+        parse_sizes(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--size ")) from None
+    return text
+
+
+def picture_path(text: str) -> str:
+    """An output path whose suffix names a picture format."""
+    suffix = Path(text).suffix.lower()
+    if suffix not in PICTURE_SUFFIXES:
+        raise argparse.ArgumentTypeError(
+            f"unknown picture format {suffix or '(none)'!r} in {text!r}; "
+            "use .svg, .png, .pdf or .dot")
+    return text
+
+
+def _check_output_file(path: str | None, option: str) -> None:
+    """A file to be written: its directory must exist and it must not be a directory."""
+    if path is None:
+        return
+    target = Path(path)
+    parent = target.parent
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: directory {_display(parent) or parent} does not exist")
+    if target.is_dir():
+        raise UsageError(f"{option} {path}: is a directory")
+
+
+def _check_proofs_dir(path: str) -> None:
+    """Where ``--save-proof`` writes: a directory, or a path that can become one."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"--proofs-dir {path}: not a directory")
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"--proofs-dir {path}: {parent} is not a directory")
+            break
+
+
+# -- state of one invocation -----------------------------------------------------------------
+
+@dataclass
+class _Session:
+    """What the running command has established, for reporting an interruption."""
+
+    system: System | None = None
+    engine: str = ""
+    model: str = ""
+    json: bool = False
+
+
+def _session(args: argparse.Namespace) -> _Session:
+    session = getattr(args, "session", None)
+    if not isinstance(session, _Session):
+        session = _Session()
+        args.session = session
+    return session
+
+
+def _interrupted(args: argparse.Namespace | None, out: IO[str], err: IO[str]) -> int:
+    """Ctrl-C: say so, and report every property of the run UNKNOWN (never PROVED/HOLDS)."""
+    err.write("kvspec: interrupted\n")
+    session = getattr(args, "session", None) if args is not None else None
+    if isinstance(session, _Session) and session.system is not None:
+        system = session.system
+        verdicts = interrupted_verdicts([p.name for p in system.properties])
+        result = Result(system, session.engine or "interrupted", verdicts, Stats())
+        if session.json:
+            doc = result.to_json()
+            doc["exit_code"] = EXIT_INTERRUPTED
+            doc["interrupted"] = True
+            out.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            print_result(make_console(out), result, _display(session.model) or session.model)
+    return EXIT_INTERRUPTED
 
 
 def _system(args: argparse.Namespace, properties: list[str] | None = None) -> System:
     loaded = load_model(args.model, getattr(args, "model_class", None))
-    return compile_model(loaded, parse_sizes(getattr(args, "size", None)), properties)
+    system = compile_model(loaded, parse_sizes(getattr(args, "size", None)), properties)
+    session = _session(args)
+    session.system = system
+    session.model = args.model
+    session.json = bool(getattr(args, "json", False))
+    return system
 
 
 class _Progress:
@@ -68,12 +230,109 @@ class _Progress:
         if self.shown:
             self.err.write("\r" + " " * 78 + "\r")
             self.err.flush()
+            self.shown = False
 
 
-def run_engine(system: System, args: argparse.Namespace, progress: Callable[..., None]
-               ) -> EngineOutcome:
+# -- stored certificates ----------------------------------------------------------------------
+
+def certificate_problem(doc: Any) -> str | None:
+    """Why ``doc`` is not shaped like a ``kvspec-proof/1`` certificate (None: it is).
+
+    Only the shape is checked (the types every consumer relies on); whether the
+    certificate is valid for a model is what ``check-proof`` decides."""
+    if not isinstance(doc, dict):
+        return f"expected a JSON object, got {type(doc).__name__}"
+    if doc.get("format") != CERT_FORMAT:
+        return f"format is {doc.get('format')!r}, expected {CERT_FORMAT!r}"
+    for key, kind, name in (("model", dict, "an object"), ("sizes", dict, "an object"),
+                            ("properties", list, "a list"), ("library_sha256", str, "a string"),
+                            ("method", str, "a string"), ("stats", dict, "an object")):
+        if key in doc and not isinstance(doc[key], kind):
+            return f"'{key}' must be {name}"
+    model = doc.get("model", {})
+    if "sha256" in model and not isinstance(model["sha256"], str):
+        return "'model.sha256' must be a string"
+    sizes = doc.get("sizes", {})
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in sizes.values()):
+        return "'sizes' must map names to integers"
+    if any(not isinstance(p, str) for p in doc.get("properties", [])):
+        return "'properties' must be a list of property names"
+    inv = doc.get("invariant")
+    if not isinstance(inv, dict):
+        return "'invariant' must be an object"
+    if not isinstance(inv.get("smtlib2"), str):
+        return "'invariant.smtlib2' must be a string"
+    readable = inv.get("readable", [])
+    if not isinstance(readable, list) or any(not isinstance(r, str) for r in readable):
+        return "'invariant.readable' must be a list of strings"
+    if "sha256" in inv and not isinstance(inv["sha256"], str):
+        return "'invariant.sha256' must be a string"
+    clauses = inv.get("clauses", 0)
+    if isinstance(clauses, bool) or not isinstance(clauses, int):
+        return "'invariant.clauses' must be an integer"
+    return None
+
+
+def _load_certificate(path: str | Path) -> dict[str, Any]:
+    """The certificate document in ``path``; DocumentError when it is not one."""
+    what = "a kvspec certificate"
+    doc = load_json_document(path, what)
+    problem = certificate_problem(doc)
+    if problem is not None:
+        raise DocumentError(f"{path} is not {what}: {problem}")
+    return doc  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def _usable_proofs_dir(system: System, args: argparse.Namespace, err: IO[str]
+                       ) -> Iterator[tuple[Path, Callable[[Any], Any]]]:
+    """The proofs directory to hand the engine, and a fix-up for what it returns.
+
+    ``auto`` re-checks the stored certificate of the model. One that is not a
+    certificate at all (a directory, not JSON, fields of the wrong types) is ignored
+    with a one-line warning: the engine gets an empty directory instead, so the
+    verdicts come from the other engines, never from that file. With ``--save-proof`` a
+    certificate written there replaces the broken file."""
+    proofs_dir = Path(args.proofs_dir)
+    if args.engine != "auto":
+        yield proofs_dir, lambda x: x
+        return
+    from kvspec.proofs.certificate import certificate_path
+    stored = certificate_path(system, proofs_dir)
+    if not stored.exists():
+        yield proofs_dir, lambda x: x
+        return
+    try:
+        _load_certificate(stored)
+    except DocumentError as exc:
+        err.write(f"kvspec: warning: ignoring the stored certificate: {_one_line(str(exc))}\n")
+    else:
+        yield proofs_dir, lambda x: x
+        return
+    with tempfile.TemporaryDirectory(prefix="kvspec-proofs-") as tmp:
+        fresh = certificate_path(system, Path(tmp))
+
+        def fix(value: Any) -> Any:
+            if isinstance(value, str):
+                return value.replace(str(fresh), str(stored)).replace(tmp, str(proofs_dir))
+            if isinstance(value, dict):
+                return {k: fix(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [fix(v) for v in value]
+            return value
+
+        yield Path(tmp), fix
+        if args.save_proof and fresh.is_file() and stored.is_file():
+            shutil.copyfile(fresh, stored)
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+def run_engine(system: System, args: argparse.Namespace, progress: Callable[..., None],
+               proofs_dir: Path | None = None) -> EngineOutcome:
     engine = args.engine
     timeout = args.timeout
+    proofs = Path(args.proofs_dir) if proofs_dir is None else proofs_dir
     if engine == "explicit":
         from kvspec.engines.explicit import Limits, explore
         out = explore(system, symmetry=not args.no_symmetry,
@@ -81,146 +340,142 @@ def run_engine(system: System, args: argparse.Namespace, progress: Callable[...,
         return EngineOutcome(out.verdicts, out.stats, "explicit")
     if engine == "bmc":
         from kvspec.engines.bmc import run_bmc
-        return run_bmc(system, depth=args.depth, timeout=timeout, progress=progress)
+        return run_bmc(system, depth=args.depth, timeout=timeout, progress=progress,
+                       symmetry=not args.no_symmetry)
     if engine == "kind":
         from kvspec.engines.kind import run_kind
-        return run_kind(system, max_k=args.depth, timeout=timeout, progress=progress)
+        return run_kind(system, max_k=args.depth, timeout=timeout, progress=progress,
+                        symmetry=not args.no_symmetry)
     if engine == "pdr":
         from kvspec.engines.pdr import run_pdr
         return run_pdr(system, timeout=timeout, save_proof=args.save_proof,
-                       proofs_dir=Path(args.proofs_dir), progress=progress)
+                       proofs_dir=proofs, progress=progress, symmetry=not args.no_symmetry,
+                       max_states=args.max_states)
     from kvspec.engines.auto import run_auto
     return run_auto(system, timeout=timeout, max_states=args.max_states,
                     symmetry=not args.no_symmetry, save_proof=args.save_proof,
-                    proofs_dir=Path(args.proofs_dir), progress=progress)
+                    proofs_dir=proofs, progress=progress)
 
 
 def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    try:
-        system = _system(args, args.property or None)
-    except (ModelError, UsageError) as exc:
-        return _error(err, exc)
+    _check_output_file(args.render, "--render")
+    if args.save_proof:
+        _check_proofs_dir(args.proofs_dir)
+    system = _system(args, args.property or None)
+    _session(args).engine = args.engine
+    if args.save_proof:
+        from kvspec.proofs.certificate import certificate_path
+        target = certificate_path(system, Path(args.proofs_dir))
+        if target.is_dir():
+            raise UsageError(f"--save-proof: {_display(target)} is a directory")
     progress = _Progress(err, not args.json)
     try:
-        outcome = run_engine(system, args, progress)
-    except ModelError as exc:
+        with _usable_proofs_dir(system, args, err) as (proofs_dir, fix):
+            outcome = run_engine(system, args, progress, proofs_dir)
+            for v in outcome.verdicts:
+                v.detail = fix(v.detail)
+            outcome.stats.extra = fix(outcome.stats.extra)
+    finally:
         progress.done()
-        return _error(err, exc)
-    except InternalError as exc:
-        progress.done()
-        err.write(f"kvspec: INTERNAL ERROR (a bug in kvspec, please report it): {exc}\n")
-        return EXIT_INTERNAL
-    progress.done()
     result = Result(system, outcome.engine or args.engine, outcome.verdicts, outcome.stats)
     if args.json:
         json.dump(result.to_json(), out, indent=2)
         out.write("\n")
     elif args.format == "python":
         from kvspec.report.python_snippet import trace_program
-        console = make_console(out)
-        print_result(console, result, _display(args.model) or args.model)
+        print_result(make_console(out), result, _display(args.model) or args.model)
         for v in result.verdicts:
             if v.trace is not None:
                 out.write(trace_program(v.trace.to_json(), args.model) + "\n")
     else:
         print_result(make_console(out), result, _display(args.model) or args.model)
     if args.render:
-        violated = [v for v in result.verdicts if v.trace is not None]
+        violated = [v.trace for v in result.verdicts if v.trace is not None]
         if violated:
+            from kvspec.render.style import RenderError
+            from kvspec.render.trace_graph import render_trace
             try:
-                from kvspec.render.trace_graph import render_trace
-                path = render_trace(violated[0].trace.to_json(), Path(args.render))  # type: ignore[union-attr]
-                if not args.json:
-                    err.write(f"kvspec: counterexample picture written to {path}\n")
-            except Exception as exc:  # missing dot, bad path
-                err.write(f"kvspec: error: cannot render: {exc}\n")
+                path = render_trace(violated[0].to_json(), Path(args.render))
+            except (RenderError, OSError) as exc:
+                err.write(f"kvspec: error: cannot render: {_one_line(str(exc))}\n")
                 return EXIT_USAGE
+            if not args.json:
+                err.write(f"kvspec: counterexample picture written to {path}\n")
         elif not args.json:
             err.write("kvspec: nothing to render: no property is violated\n")
     return result.exit_code
 
 
 def cmd_show(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    try:
-        system = _system(args)
-    except (ModelError, UsageError) as exc:
-        return _error(err, exc)
+    system = _system(args)
     from kvspec.report.show import describe_model
     out.write(describe_model(system, _display(args.model) or args.model))
     return 0
 
 
-def _load_json(path: str, err: IO[str]) -> dict[str, Any] | None:
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        err.write(f"kvspec: error: no such file: {path}\n")
-        return None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        err.write(f"kvspec: error: {path} is not JSON: {exc}\n")
-        return None
-    if not isinstance(data, dict) or data.get("format") not in ("kvspec-trace/1",
-                                                                "kvspec-result/1"):
-        err.write(f"kvspec: error: {path} is not a kvspec trace or result "
-                  "(expected format kvspec-trace/1 or kvspec-result/1)\n")
-        return None
+def _load_trace_document(path: str) -> dict[str, Any]:
+    """A ``kvspec-trace/1`` or ``kvspec-result/1`` document; DocumentError otherwise."""
+    what = "a kvspec trace"
+    data = load_json_document(path, what)
+    if not isinstance(data, dict) or data.get("format") not in TRACE_FORMATS:
+        raise DocumentError(f"{path} is not a kvspec trace or result "
+                            "(expected format kvspec-trace/1 or kvspec-result/1)")
     return data
 
 
 def cmd_render(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    data = _load_json(args.trace, err)
-    if data is None:
-        return EXIT_USAGE
+    _check_output_file(args.output, "-o")
+    data = _load_trace_document(args.trace)
+    from kvspec.render.style import RenderError
     from kvspec.render.trace_graph import TraceFormatError, extract_trace, render_trace
     try:
         trace = extract_trace(data, prop=args.property)
+    except TraceFormatError as exc:
+        raise DocumentError(f"{args.trace} is not a kvspec trace: {exc}") from None
+    try:
         path = render_trace(trace, Path(args.output))
     except TraceFormatError as exc:
-        err.write(f"kvspec: error: {args.trace}: {exc}\n")
-        return EXIT_USAGE
-    except Exception as exc:
-        err.write(f"kvspec: error: cannot render: {exc}\n")
+        raise DocumentError(f"{args.trace} is not a kvspec trace: {exc}") from None
+    except (RenderError, OSError) as exc:
+        err.write(f"kvspec: error: cannot render: {_one_line(str(exc))}\n")
         return EXIT_USAGE
     out.write(f"{path}\n")
     return 0
 
 
 def cmd_graph(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    try:
-        system = _system(args)
-    except (ModelError, UsageError) as exc:
-        return _error(err, exc)
+    _check_output_file(args.output, "-o")
+    system = _system(args)
     from kvspec.render.state_graph import GraphTooLarge, render_state_graph
+    from kvspec.render.style import RenderError
     try:
         path = render_state_graph(system, Path(args.output), max_states=args.max_states,
                                   symmetry=not args.no_symmetry)
     except GraphTooLarge as exc:
-        err.write(f"kvspec: error: {exc}\n")
+        err.write(f"kvspec: error: {_one_line(str(exc))}\n")
         return EXIT_USAGE
-    except ModelError as exc:
-        return _error(err, exc)
-    except Exception as exc:
-        err.write(f"kvspec: error: cannot draw the state graph: {exc}\n")
+    except (RenderError, OSError) as exc:
+        err.write(f"kvspec: error: cannot draw the state graph: {_one_line(str(exc))}\n")
         return EXIT_USAGE
     out.write(f"{path}\n")
     return 0
 
 
 def cmd_replay(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    data = _load_json(args.trace, err)
-    if data is None:
-        return EXIT_USAGE
+    data = _load_trace_document(args.trace)
     try:
+        from kvspec.pool.page_pool import PoolError
         from kvspec.pool.replay import ReplayError, replay_trace
-    except ImportError:
-        err.write("kvspec: error: replay needs torch: pip install 'kvspec[replay]'\n")
-        return EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "torch":
+            raise
+        raise UsageError("replay needs torch: pip install 'kvspec[replay]'") from None
     try:
         report = replay_trace(data, device=args.device, prop=args.property,
                               aftermath=not args.no_aftermath,
                               earlier_tenant=not args.no_tenant)
-    except (ReplayError, ValueError) as exc:
-        err.write(f"kvspec: error: {args.trace}: {exc}\n")
+    except (ReplayError, PoolError) as exc:
+        err.write(f"kvspec: error: {args.trace}: {_one_line(str(exc))}\n")
         return EXIT_USAGE
     if args.json:
         json.dump(report.to_json(), out, indent=2)
@@ -232,101 +487,125 @@ def cmd_replay(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def cmd_fuzz(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    try:
-        system = _system(args, args.property or None)
-    except (ModelError, UsageError) as exc:
-        return _error(err, exc)
+    _check_output_file(args.output, "-o")
+    system = _system(args, args.property or None)
+    _session(args).engine = "fuzz"
     from kvspec.engines.fuzz import run_fuzz
-    try:
-        outcome = run_fuzz(system, max_examples=args.max_examples, steps=args.steps,
-                           seed=args.seed, timeout=args.timeout)
-    except ModelError as exc:
-        return _error(err, exc)
-    except InternalError as exc:
-        err.write(f"kvspec: INTERNAL ERROR (a bug in kvspec, please report it): {exc}\n")
-        return EXIT_INTERNAL
+    outcome = run_fuzz(system, max_examples=args.max_examples, steps=args.steps,
+                       seed=args.seed, timeout=args.timeout)
     result = Result(system, "fuzz", outcome.verdicts, outcome.stats)
+    doc = result.to_json()
     if args.json:
-        json.dump(result.to_json(), out, indent=2)
+        json.dump(doc, out, indent=2)
         out.write("\n")
     else:
         print_result(make_console(out), result, _display(args.model) or args.model)
     if args.output:
-        Path(args.output).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        try:
+            Path(args.output).write_text(json.dumps(doc, indent=2) + "\n")
+        except OSError as exc:
+            err.write(f"kvspec: error: cannot write {args.output}: {exc.strerror or exc}\n")
+            return EXIT_USAGE
     return result.exit_code
 
 
 def cmd_check_proof(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    try:
-        system = _system(args)
-    except (ModelError, UsageError) as exc:
-        return _error(err, exc)
+    _load_certificate(args.certificate)
+    system = _system(args)
+    _session(args).engine = "certificate"
     from kvspec.proofs.certificate import check_certificate
     check = check_certificate(Path(args.certificate), system)
-    console = make_console(out)
-    check.print(console)
+    check.print(make_console(out))
     return 0 if check.ok else 1
 
 
+# -- the parser -------------------------------------------------------------------------------
+
+class _ArgumentError(Exception):
+    """A bad command line; the message is one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser that reports a bad command line in one line, through ``main``."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _ArgumentError(f"{self.prog}: error: {message}")
+
+
+EPILOG = ("exit codes: 0 all properties hold/proved, 1 a violation, 2 usage or model error, "
+          "3 unknown (a limit was hit), 70 internal error (a bug in kvspec), 130 interrupted")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kvspec",
         description="Model checker for the KV-cache request lifecycle of LLM inference engines.",
-        epilog="exit codes: 0 all properties hold/proved, 1 a violation, 2 usage or model "
-               "error, 3 unknown (a limit was hit)")
+        epilog=EPILOG)
     from kvspec import __version__
     parser.add_argument("--version", action="version", version=f"kvspec {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an internal error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str, func: Callable[..., int]) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, epilog=EPILOG)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help=argparse.SUPPRESS)
+        p.set_defaults(func=func)
+        return p
 
     def model_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("model", help="model file (a Python file defining a kvspec.Model)")
-        p.add_argument("--size", action="append", metavar="NAME=N[,NAME=N]",
+        p.add_argument("--size", action="append", type=size_spec, metavar="NAME=N[,NAME=N]",
                        help="override size parameters, e.g. requests=3,pages=16")
         p.add_argument("--model-class", help="the Model class to use when the file has several")
 
-    v = sub.add_parser("verify", help="check every property of a model")
+    def timeout_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--timeout", type=positive_seconds, default=None, metavar="S",
+                       help="give up after S > 0 seconds (verdict UNKNOWN); no limit if absent")
+
+    v = command("verify", "check every property of a model", cmd_verify)
     model_args(v)
     v.add_argument("--property", action="append", metavar="NAME",
                    help="check only this property (repeatable)")
     v.add_argument("--engine", choices=ENGINES, default="auto",
                    help="auto (default): certificate, BMC, exhaustive or PDR as fits; "
                         "explicit: exhaustive BFS; bmc; kind: k-induction; pdr: IC3/PDR proofs")
-    v.add_argument("--depth", type=int, default=30, help="BMC / k-induction bound (default 30)")
-    v.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="give up after S seconds (verdict UNKNOWN)")
-    v.add_argument("--max-states", type=int, default=None, metavar="N",
-                   help="give up after N states (verdict UNKNOWN)")
+    v.add_argument("--depth", type=non_negative_int, default=30, metavar="K",
+                   help="BMC / k-induction bound, K >= 0 (default 30)")
+    timeout_arg(v)
+    v.add_argument("--max-states", type=positive_int, default=None, metavar="N",
+                   help="give up after N >= 1 states (verdict UNKNOWN)")
     v.add_argument("--no-symmetry", action="store_true", help="turn symmetry reduction off")
     v.add_argument("--json", action="store_true", help="print the kvspec-result/1 JSON document")
     v.add_argument("--format", choices=("text", "python"), default="text",
                    help="python: also print each counterexample as a runnable program")
-    v.add_argument("--render", metavar="OUT", help="draw the first counterexample "
-                   "(.svg, .png, .pdf or .dot)")
+    v.add_argument("--render", type=picture_path, metavar="OUT",
+                   help="draw the first counterexample (.svg, .png, .pdf or .dot)")
     v.add_argument("--save-proof", action="store_true",
                    help="with pdr/auto: write proofs/<model>.<size>.json certificates")
     v.add_argument("--proofs-dir", default="proofs", help="where certificates live")
-    v.set_defaults(func=cmd_verify)
 
-    s = sub.add_parser("show", help="list sizes, state variables, actions and properties")
+    s = command("show", "list sizes, state variables, actions and properties", cmd_show)
     model_args(s)
-    s.set_defaults(func=cmd_show)
 
-    r = sub.add_parser("render", help="draw a counterexample trace")
+    r = command("render", "draw a counterexample trace", cmd_render)
     r.add_argument("trace", help="a kvspec-trace/1 or kvspec-result/1 JSON file")
-    r.add_argument("-o", "--output", required=True, help="out.svg, .png, .pdf or .dot")
+    r.add_argument("-o", "--output", required=True, type=picture_path,
+                   help="out.svg, .png, .pdf or .dot")
     r.add_argument("--property", metavar="NAME",
                    help="from a result file, draw this property's counterexample "
                         "(default: the first violated one)")
-    r.set_defaults(func=cmd_render)
 
-    g = sub.add_parser("graph", help="draw the reachable state graph of a small configuration")
+    g = command("graph", "draw the reachable state graph of a small configuration", cmd_graph)
     model_args(g)
-    g.add_argument("--max-states", type=int, default=300, help="refuse beyond N states")
+    g.add_argument("--max-states", type=positive_int, default=300, metavar="N",
+                   help="refuse beyond N >= 1 states (default 300)")
     g.add_argument("--no-symmetry", action="store_true", help="do not merge symmetric states")
-    g.add_argument("-o", "--output", required=True, help="graph.svg, .png, .pdf or .dot")
-    g.set_defaults(func=cmd_graph)
+    g.add_argument("-o", "--output", required=True, type=picture_path,
+                   help="graph.svg, .png, .pdf or .dot")
 
-    p = sub.add_parser("replay", help="replay a counterexample on a tensor KV page pool")
+    p = command("replay", "replay a counterexample on a tensor KV page pool", cmd_replay)
     p.add_argument("trace", help="a kvspec-trace/1 or kvspec-result/1 JSON file")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--json", action="store_true", help="print the replay report as JSON")
@@ -336,46 +615,56 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not show what the pool state left by the trace permits next")
     p.add_argument("--no-tenant", action="store_true",
                    help="start from zeroed pages instead of an earlier tenant's stale KV")
-    p.set_defaults(func=cmd_replay)
 
-    f = sub.add_parser("fuzz", help="randomised exploration with shrinking (Hypothesis)")
+    f = command("fuzz", "randomised exploration with shrinking (Hypothesis)", cmd_fuzz)
     model_args(f)
     f.add_argument("--property", action="append", metavar="NAME")
-    f.add_argument("--max-examples", type=int, default=200)
-    f.add_argument("--steps", type=int, default=50, help="steps per example")
-    f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--timeout", type=float, default=None, metavar="S")
+    f.add_argument("--max-examples", type=positive_int, default=200, metavar="N",
+                   help="examples per round, N >= 1 (default 200)")
+    f.add_argument("--steps", type=positive_int, default=50, metavar="K",
+                   help="steps per example, K >= 1 (default 50)")
+    f.add_argument("--seed", type=_integer, default=0)
+    timeout_arg(f)
     f.add_argument("--json", action="store_true")
     f.add_argument("-o", "--output", help="also write the result JSON here")
-    f.set_defaults(func=cmd_fuzz)
 
-    c = sub.add_parser("check-proof", help="re-check a stored proof certificate")
+    c = command("check-proof", "re-check a stored proof certificate", cmd_check_proof)
     c.add_argument("certificate", help="proofs/<model>.<size>.json")
     model_args(c)
-    c.set_defaults(func=cmd_check_proof)
     return parser
 
 
+# -- entry points -----------------------------------------------------------------------------
+
 def main(argv: Sequence[str] | None = None, out: IO[str] | None = None,
          err: IO[str] | None = None) -> int:
+    """Run one command line; every way it can end is an exit code (module docstring)."""
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = build_parser()
+    args: argparse.Namespace | None = None
+    debug = False
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse already printed the message
-        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
-    try:
+        parser = build_parser()
+        try:
+            with contextlib.redirect_stdout(out):
+                args = parser.parse_args(argv)
+        except _ArgumentError as exc:
+            err.write(_one_line(str(exc)) + "\n")
+            return EXIT_USAGE
+        except SystemExit as exc:  # --help, --version
+            return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        debug = bool(getattr(args, "debug", False))
+        args.session = _Session()
         return int(args.func(args, out, err))
-    except UsageError as exc:
-        return _error(err, exc)
-    except ModelError as exc:
-        return _error(err, exc)
     except KeyboardInterrupt:
-        err.write("kvspec: interrupted\n")
-        return EXIT_UNKNOWN
+        return _interrupted(args, out, err)
+    except (ModelError, UsageError, DocumentError) as exc:
+        if debug:
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=err)
+        return _error(err, exc)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: never a bare traceback
+        return _internal(err, exc, debug)
 
 
 def entry() -> None:
     sys.exit(main())
-

@@ -7,7 +7,9 @@ kvspec, never shown to a user as a counterexample.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kvspec.lang.schema import State, VarInfo
@@ -15,6 +17,12 @@ from kvspec.lang.system import ActionInstance, System
 from kvspec.props.events import Event
 
 TRACE_FORMAT = "kvspec-trace/1"
+#: the deepest nesting of arrays and objects a kvspec JSON document may have (traces,
+#: results and certificates need fewer than 10 levels)
+MAX_JSON_DEPTH = 64
+#: the most requests or pages a trace document may describe: kvspec checks small
+#: configurations, and readers (render, replay) allocate per request and per page
+MAX_TRACE_IDS = 4096
 
 
 class InternalError(RuntimeError):
@@ -152,6 +160,75 @@ def instance_by_label(system: System, name: str, args: dict[str, Any]) -> Action
     raise ValueError(f"the model has no action instance {name}({args})")
 
 
-def schedule_from_json(system: System, data: dict[str, Any]) -> list[ActionInstance]:
-    """The action instances of a ``kvspec-trace/1`` document, for re-execution."""
-    return [instance_by_label(system, s["action"], s.get("args", {})) for s in data["steps"]]
+def schedule_from_json(system: System, data: Any) -> list[ActionInstance]:
+    """The action instances of a ``kvspec-trace/1`` document, for re-execution.
+    A document that is not a trace raises ``ValueError`` (one line)."""
+    if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
+        raise ValueError(f"not a kvspec trace (expected format {TRACE_FORMAT})")
+    steps = data.get("steps")
+    if not isinstance(steps, list):
+        raise ValueError("not a kvspec trace: 'steps' must be a list")
+    schedule = []
+    for n, step in enumerate(steps, 1):
+        if not isinstance(step, dict) or not isinstance(step.get("action"), str):
+            raise ValueError(f"not a kvspec trace: step {n} has no 'action'")
+        args = step.get("args", {})
+        if not isinstance(args, dict):
+            raise ValueError(f"not a kvspec trace: step {n}: 'args' must be an object")
+        schedule.append(instance_by_label(system, step["action"], args))
+    return schedule
+
+
+# -- reading JSON documents -------------------------------------------------------------
+
+class DocumentError(ValueError):
+    """A file that cannot be read as the kvspec JSON document it should be (one line)."""
+
+
+def json_depth(data: Any) -> int:
+    """How deeply arrays and objects nest in ``data`` (a scalar: 0), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        if depth > MAX_JSON_DEPTH:
+            break
+        stack.extend((child, depth) for child in children)
+    return deepest
+
+
+def load_json_document(path: str | Path, what: str = "a kvspec trace") -> Any:
+    """The JSON value in the file ``path``.
+
+    Raises :class:`DocumentError` with one line when the file is missing, a directory,
+    unreadable, not UTF-8, not JSON, or nested deeper than ``MAX_JSON_DEPTH`` (then it is
+    not ``what``).  What the value must look like is for the caller to check."""
+    file = Path(path)
+    if not file.exists():
+        raise DocumentError(f"no such file: {path}")
+    if file.is_dir():
+        raise DocumentError(f"{path} is a directory, not {what}")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DocumentError(f"{path} is not {what}: not UTF-8 text") from None
+    except OSError as exc:
+        raise DocumentError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DocumentError(f"{path} is not JSON: {exc}") from None
+    except RecursionError:
+        raise DocumentError(f"{path} is not {what}: its JSON nests too deeply") from None
+    if json_depth(data) > MAX_JSON_DEPTH:
+        raise DocumentError(f"{path} is not {what}: its JSON nests deeper than "
+                            f"{MAX_JSON_DEPTH} levels")
+    return data

@@ -14,6 +14,13 @@ EXIT_HOLDS = 0
 EXIT_VIOLATED = 1
 EXIT_USAGE = 2
 EXIT_UNKNOWN = 3
+#: an unexpected exception: a bug in kvspec, never a verdict (``EX_SOFTWARE``)
+EXIT_INTERNAL = 70
+#: interrupted by SIGINT (Ctrl-C); whatever was undecided is reported UNKNOWN
+EXIT_INTERRUPTED = 130
+
+#: the method of the verdicts of an interrupted run
+INTERRUPTED = "interrupted"
 
 
 class Status(str, enum.Enum):
@@ -42,7 +49,7 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         return {"property": self.prop, "status": self.status.value, "method": self.method,
-                "detail": self.detail, "trace": self.trace.to_json() if self.trace else None}
+                "detail": self.detail, "trace": self.trace.to_json() if self.trace is not None else None}
 
 
 @dataclass
@@ -100,6 +107,11 @@ class Result:
         return (f"<table><caption>{self.system.name} "
                 f"{', '.join(f'{k}={x}' for k, x in self.system.sizes.items())}</caption>"
                 f"{rows}</table>")
+
+
+def interrupted_verdicts(props: list[str]) -> list[Verdict]:
+    """The verdicts of a run stopped before it decided anything: UNKNOWN for each."""
+    return [Verdict(name, Status.UNKNOWN, INTERRUPTED) for name in props]
 
 
 @dataclass

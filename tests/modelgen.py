@@ -15,12 +15,17 @@ is generated somewhere:
   uniform or per-element initial values;
 * actions with 0-3 parameters (``Request``, ``Page``, ``Int(lo, hi)``, ``bool``,
   an Enum), invariants, lifecycle events, a ``properties`` selection;
-* module-level, undecorated helper functions: with and without the state
-  parameter, returning bool / int / an optional id (with early returns inside
-  loops), and effect-only helpers (writes, events, ``require``);
+* undecorated helpers, module-level or methods of the model class (``s.m(x)``):
+  with and without the state parameter, returning bool / int / an optional id
+  (early returns, also inside loops) / a mask, taking a mask or a whole state
+  array (``f(s.owner, r)``), value helpers that also write and ``require``, and
+  effect-only helpers (writes, events, ``require``) called as statements;
+* a base model and a variant deriving from it, with an undecorated override of
+  an inherited action (loaded with ``class_name="Gen"``);
 * ``if/elif/else``, ``for`` over ``s.pages`` / ``s.requests`` / ``range`` / a
-  tuple with ``break`` / ``continue`` / ``return``, locals (also tuple and
-  augmented assignment), ``require`` anywhere;
+  tuple or list of constants (ints, enum members) with ``break`` / ``continue`` /
+  ``return``, locals (also annotated, tuple and augmented assignment, on locals
+  and state), ``require`` (also with a message) anywhere;
 * masks (``==``/``!=``/``<``.. against scalars and other arrays, ``is_none()``,
   ``&``, ``|``, ``~``, mask locals), reductions (``.count()``, ``.any()``,
   ``.all()``, ``count()``, ``any_()``, ``all_()``, ``any(m)``, ``sum(m)``,
@@ -31,6 +36,13 @@ is generated somewhere:
   ``any``/``all``/``sum`` over generators with ``if``;
 * writes and indexes that can leave their range at run time (``risky`` models):
   model errors must be found alike by every interpretation.
+
+``small=True`` (the engine comparisons) draws a lifecycle instead: ``owner``,
+``phase``, ``inflight`` and a few random variables, actions from templates
+(admit, alloc, post/land/drain a write, read, decode, free, finish, reject, ...)
+whose guards are each dropped with some probability, so the library properties
+get violated at various depths, plus random actions and invariants; ids stay
+opaque in most of them, so symmetry reduction is exercised.
 
 The static checker must accept every generated model; a ModelError while
 compiling one is a bug here (or in the checker), never an expected outcome.

@@ -161,3 +161,24 @@ def test_auto_reuses_a_certificate_for_this_exact_model(proof) -> None:
     out = run_auto(compile_model(load_model(model), SIZES), timeout=60, max_states=None,
                    symmetry=True, save_proof=False, proofs_dir=cert.parent)
     assert [v.headline() for v in out.verdicts] == ["PROVED (certificate re-checked)"] * 4
+
+
+def test_quantified_conjuncts_are_checked_like_any_other() -> None:
+    """verify_invariant checks the SMT-LIB2 text a certificate would hold: a conjunct
+    under a quantifier takes part in every check (issue 8: it used to be skipped)."""
+    import z3
+
+    system = system_of("buggy_pd.py")
+    k = z3.Int("k")
+    frozen = [z3.ForAll([k], v == (z3.BoolVal(bool(x)) if z3.is_bool(v) else z3.IntVal(x)))
+              for v, x in zip(system.state_vars(), system.initial)]
+    check = verify_invariant(system, Invariant(frozen, [f"{v} frozen" for v in frozen]),
+                             [p.name for p in system.properties])
+    assert not check.ok and check.cti is not None
+    assert check.quantified_clauses == len(frozen)
+    assert "Counterexample to induction" in _render(check)
+    odd = verify_invariant(system, Invariant([z3.ToReal(system.state_vars()[0]) >= 0], ["x"]),
+                           ["rejection-is-terminal"])
+    assert not odd.ok and any("cannot be checked" in p for p in odd.problems)
+    unknown = verify_invariant(system, Invariant([z3.BoolVal(True)], ["true"]), ["no-such"])
+    assert not unknown.ok and any("no such property" in p for p in unknown.problems)

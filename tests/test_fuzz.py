@@ -165,3 +165,59 @@ def test_cli_fuzz_patched_exits_unknown() -> None:
     code, out, _ = _cli(["fuzz", str(MODELS / "patched.py"), "--max-examples", "5", "--steps",
                          "10"])
     assert code == 3 and "UNKNOWN" in out and "HOLDS" not in out
+
+
+BOOL_PARAM_MODEL = '''
+import enum
+from kvspec import Model, Request, Requests, action, invariant, require
+
+
+class Phase(enum.Enum):
+    NEW = 0
+    DONE = 1
+
+
+class BoolParam(Model):
+    requests = Requests(3)
+    phase = requests.var(Phase, init=Phase.NEW)
+    fast = requests.var(bool, init=False)
+
+    @action
+    def start(s, r: Request, b: bool):
+        require(s.phase[r] == Phase.NEW and not b)
+        s.phase[r] = Phase.DONE
+        s.fast[r] = b
+
+    @action
+    def speed_up(s, b: bool, r: Request):
+        require(s.phase[r] == Phase.DONE and b and not s.fast[r])
+        s.fast[r] = b
+
+    @invariant
+    def not_all_fast(s):
+        return not (s.fast[0] and s.fast[1] and s.fast[2])
+'''
+
+
+def test_bool_parameters_are_drawn_and_passed_as_bools(tmp_path: Path) -> None:
+    """``(False,)`` and ``(0,)`` are equal tuples: a cached strategy for one must not
+    serve the other (a request drawn as ``False``: "phase[False]: index out of range")."""
+    model = tmp_path / "bool_param.py"
+    model.write_text(BOOL_PARAM_MODEL)
+    system = load(model)
+    out = run_fuzz(system, max_examples=60, steps=12, seed=0)
+    (v,) = [v for v in out.verdicts if v.prop == "not-all-fast"]
+    assert v.status is Status.VIOLATED and len(v.trace) == 6  # type: ignore[arg-type]
+    assert all(v.status is Status.UNKNOWN for v in out.verdicts if v.prop != "not-all-fast")
+
+    seen: list[tuple[str, tuple[Any, ...]]] = []
+
+    class Recording(state_machine(system, properties=())):  # type: ignore[misc]
+        def after_step(self, result: Any) -> None:
+            seen.append((result.instance.action.name, result.instance.args))
+
+    run_state_machine_as_test(Recording, settings=fuzz_settings(max_examples=40, steps=10))
+    assert {name for name, _ in seen} == {"start", "speed_up"}
+    for name, args in seen:
+        flag, request = (args[1], args[0]) if name == "start" else args
+        assert type(flag) is bool and type(request) is int

@@ -123,7 +123,7 @@ def test_user_path_agrees_with_the_reference_many(seed: int, tmp_path: Path) -> 
 INITIAL_VIOLATION = """
 from kvspec import Model, Pages, Request, Requests, action, invariant, var
 
-class M(Model):
+class Gen(Model):
     requests = Requests(1)
     pages = Pages(1)
     busy = var(bool, init=False)
@@ -138,9 +138,6 @@ class M(Model):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="kvspec bug: Verdict.to_json writes `\"trace\": null` for a "
-                   "violation by the initial state, because `if self.trace` asks Trace.__len__ "
-                   "(0 steps); the kvspec-result/1 document loses the counterexample")
 def test_initial_state_counterexample_is_in_the_json(tmp_path: Path) -> None:
     path = tmp_path / "initial.py"
     path.write_text(INITIAL_VIOLATION)

@@ -204,7 +204,7 @@ MALFORMED = [
     (_add(2, "alloc r0 0"), r"step 2 .*event must be an object"),
     (lambda t: t["steps"][1].pop("events"), r"step 2 .*'events' must be a list"),
     (_add(1, ev("land_write", 0, 0)), r"step 1 .*no write of r0 into page 0 is in flight"),
-    (_add(4, ev("read", 1, 0), at=0), r"step 4 .*not in r1's page table"),
+    (_add(3, ev("free", 1, 0)), r"step 3 .*free\(r1, page 0\)"),
     (_add(1, ev("alloc", 1, 0)), r"step 1 .*page 0 is owned by r0"),
     (_add(3, ev("free", 0, 0)), r"step 3 .*free\(r0, page 0\): page 0 is free"),
     (lambda t: t.update(steps={"1": []}), r"'steps' must be a list"),

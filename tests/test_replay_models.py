@@ -189,9 +189,9 @@ def test_cli_verify_then_replay(tmp_path: Path) -> None:
 def test_cli_replay_of_an_unmappable_trace_is_a_clear_error(tmp_path: Path) -> None:
     trace = dict(counterexamples("buggy_pd.py")[NRBW])
     trace["steps"] = [dict(s) for s in trace["steps"]]
-    trace["steps"][2]["events"] = [{"kind": "read", "request": "r0", "page": 3}]
+    trace["steps"][2]["events"] = [{"kind": "free", "request": "r0", "page": 3}]
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(trace))
     code, out, err = _run(["replay", str(path), "--device", "cpu"])
     assert code == 2 and out == ""
-    assert "step 3 (prealloc(r0, page 0)): read(r0, page 3): page 3 is not in r0's page table" in err
+    assert "free(r0, page 3): page 3 is free" in err

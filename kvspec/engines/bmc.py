@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import z3
 
-from kvspec.engines.transition import TransitionSystem, Vars, replay_error
+from kvspec.engines.explicit import Deadline, OutOfTime, check_count, check_timeout, time_limit
+from kvspec.engines.transition import TransitionSystem, Vars, check_sat, replay_error
 from kvspec.lang.symmetry import analyse_symmetry
 from kvspec.lang.system import ActionInstance, Property, System
 from kvspec.trace import InternalError, concretize
@@ -21,28 +22,8 @@ from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
 
 ProgressFn = Callable[[int, int, float], None]
 
-
-class Deadline:
-    """Wall-clock budget shared by the solver calls of one run."""
-
-    def __init__(self, timeout: float | None) -> None:
-        self.start = time.monotonic()
-        self.end = None if timeout is None else self.start + timeout
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.start
-
-    def left_ms(self) -> int | None:
-        if self.end is None:
-            return None
-        return max(1, int((self.end - time.monotonic()) * 1000))
-
-    def expired(self) -> bool:
-        return self.end is not None and time.monotonic() >= self.end
-
-    def arm(self, solver: z3.Solver | z3.Fixedpoint) -> None:
-        ms = self.left_ms()
-        solver.set("timeout", 4294967295 if ms is None else ms)
+__all__ = ["Deadline", "OutOfTime", "Search", "Unroller", "build", "check_depth",
+           "check_errors", "run_bmc"]
 
 
 class Unroller:
@@ -71,7 +52,7 @@ class Unroller:
         lit = z3.Bool(f"goal!{self._n}")
         self.solver.add(z3.Implies(lit, goal))
         deadline.arm(self.solver)
-        return self.solver.check(lit)
+        return check_sat(self.solver, lit)
 
     def model(self) -> z3.ModelRef:
         return self.solver.model()
@@ -97,46 +78,66 @@ def check_errors(unroller: Unroller, t: int, deadline: Deadline, engine: str) ->
     return res
 
 
-def build(system: System, *, symmetry: bool, encoding: str = "bv") -> TransitionSystem:
+def build(system: System, *, symmetry: bool, encoding: str = "bv",
+          deadline: Deadline | None = None) -> TransitionSystem:
     """The transition system, with least-fresh-id symmetry breaking over the id spaces
-    the model provably treats interchangeably (:mod:`kvspec.lang.symmetry`)."""
-    report = analyse_symmetry(system, enabled=symmetry)
-    return TransitionSystem(system, encoding, (report.requests, report.pages))
+    the model provably treats interchangeably (:mod:`kvspec.lang.symmetry`) — none
+    when ``symmetry`` is off. With a ``deadline``, the symmetry analysis and the
+    encoding raise :class:`OutOfTime` when it passes."""
+    if deadline is None:
+        report = analyse_symmetry(system, enabled=symmetry)
+    else:
+        with time_limit(deadline, "symmetry analysis"):
+            report = analyse_symmetry(system, enabled=symmetry)
+    breaking = (report.requests, report.pages) if symmetry else (False, False)
+    return TransitionSystem(system, encoding, breaking, deadline=deadline)
 
 
 def run_bmc(system: System, *, depth: int, timeout: float | None,
-            progress: ProgressFn | None = None) -> EngineOutcome:
-    """Check every property on all paths of up to ``depth`` steps."""
+            progress: ProgressFn | None = None, symmetry: bool = True) -> EngineOutcome:
+    """Check every property on all paths of up to ``depth`` steps (``timeout``: seconds
+    for the whole run, every phase included; None: no limit). ``symmetry=False``
+    turns symmetry breaking off."""
+    check_count("depth", depth, 0)
+    check_timeout(timeout)
     deadline = Deadline(timeout)
-    ts = build(system, symmetry=True)
-    unroller = Unroller(ts)
     verdicts: dict[str, Verdict] = {}
     pending: list[Property] = list(system.properties)
-    reached = 0
+    reached = -1
     stopped = ""
-    for k in range(depth + 1):
-        if k > 0:
-            res = check_errors(unroller, k - 1, deadline, "bmc")
-            if res == z3.unknown:
-                stopped = _why(unroller, deadline, k)
-                break
-            unroller.extend()
-        stopped = check_depth(system, ts, unroller, pending, verdicts, k, deadline)
-        if stopped:
-            break
-        reached = k
-        if progress is not None:
-            progress(k, k, deadline.elapsed())
-        if not pending:
-            break
+    ts: TransitionSystem | None = None
+    try:
+        ts = build(system, symmetry=symmetry, deadline=deadline)
+        with time_limit(deadline, "bmc"):
+            unroller = Unroller(ts)
+            for k in range(depth + 1):
+                if k > 0:
+                    res = check_errors(unroller, k - 1, deadline, "bmc")
+                    if res == z3.unknown:
+                        stopped = _why(unroller, deadline, k)
+                        break
+                    unroller.extend()
+                stopped = check_depth(system, ts, unroller, pending, verdicts, k, deadline)
+                if stopped:
+                    break
+                reached = k
+                if progress is not None:
+                    progress(k, k, deadline.elapsed())
+                if not pending:
+                    break
+    except OutOfTime as exc:
+        stopped = str(exc) if reached < 0 else f"{exc} at depth {reached + 1}"
     for p in pending:
+        if p.name in verdicts:
+            continue
         if stopped:
-            verdicts[p.name] = Verdict(p.name, Status.UNKNOWN, "bmc",
-                                       f"{stopped}; no violation up to depth {reached}")
+            upto = f"no violation up to depth {reached}" if reached >= 0 else "nothing checked"
+            verdicts[p.name] = Verdict(p.name, Status.UNKNOWN, "bmc", f"{stopped}; {upto}")
         else:
             verdicts[p.name] = Verdict(p.name, Status.HOLDS, "bounded", f"depth {reached}")
-    stats = Stats(depth=reached, seconds=deadline.elapsed())
-    stats.extra["bmc"] = {"instances": len(ts.steps), "slots": ts.width}
+    stats = Stats(depth=max(reached, 0), seconds=deadline.elapsed())
+    if ts is not None:
+        stats.extra["bmc"] = {"instances": len(ts.steps), "slots": ts.width}
     return EngineOutcome([verdicts[p.name] for p in system.properties], stats, "bmc")
 
 

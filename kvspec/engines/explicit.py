@@ -5,31 +5,184 @@ the canonical representative of its orbit under request/page permutations (only
 for the id spaces the model provably treats interchangeably, see
 :mod:`kvspec.lang.symmetry`). Counterexamples found on representatives are mapped
 back to a concrete schedule and re-executed by :func:`kvspec.trace.concretize`.
+
+This module also holds the limits every engine shares: :class:`Limits` (state and
+time budgets), :class:`Deadline` (one wall-clock budget for all phases of a run)
+and :func:`time_limit`, which bounds a phase the engine cannot poll itself (the
+symmetry analysis, a certificate check). A run that hits a limit says UNKNOWN for
+what it has not decided; it never turns an unfinished search into a success.
 """
 from __future__ import annotations
 
+import math
 import random
 import resource
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from kvspec.engines.canon import Canonicalizer, Perm, compose, invert
 from kvspec.lang.schema import State
 from kvspec.lang.symmetry import SymmetryReport, analyse_symmetry
 from kvspec.lang.system import ActionInstance, System
 from kvspec.lang.types import PAGE, REQUEST
-from kvspec.trace import InternalError, Trace, concretize
+from kvspec.trace import InternalError, concretize
 from kvspec.verdict import Stats, Status, Verdict
 
 ProgressFn = Callable[[int, int, float], None]
 
+#: why a search ended before every reachable state was explored (``stats.explicit.stopped``)
+ALL_VIOLATED = "all-violated"
+TIMEOUT = "timeout"
+STATE_LIMIT = "state-limit"
+
+
+# -- limits shared by every engine --------------------------------------------------------------
+
+def check_timeout(timeout: float | None) -> None:
+    """``None`` is no limit; anything else must be a finite number of seconds > 0."""
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError(f"timeout must be a number of seconds > 0 (None: no limit), "
+                         f"got {timeout!r}")
+
+
+def check_count(name: str, value: int | None, least: int) -> None:
+    """``None`` is no limit; anything else must be an integer >= ``least``."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least} (None: no limit), got {value!r}")
+
 
 @dataclass
 class Limits:
+    """``max_states``: stop after this many states (>= 1); ``timeout``: seconds (> 0).
+    ``None`` means no limit."""
+
     max_states: int | None = None
     timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        check_count("max_states", self.max_states, 1)
+        check_timeout(self.timeout)
+
+
+class OutOfTime(BaseException):
+    """The run's deadline passed during ``phase``. A BaseException, like
+    KeyboardInterrupt, so that no ``except Exception`` on the way turns it into
+    something else; the engine that set the limit catches it."""
+
+    def __init__(self, phase: str) -> None:
+        super().__init__(f"timeout during {phase}" if phase else "timeout")
+        self.phase = phase
+
+
+class Deadline:
+    """Wall-clock budget shared by every phase of one run (``None``: no limit)."""
+
+    def __init__(self, timeout: float | None) -> None:
+        check_timeout(timeout)
+        self.start = time.monotonic()
+        self.end = None if timeout is None else self.start + timeout
+        self.phase = ""
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def left(self) -> float | None:
+        """Seconds left (never below 0), None without a limit."""
+        return None if self.end is None else max(0.0, self.end - time.monotonic())
+
+    def left_ms(self) -> int | None:
+        if self.end is None:
+            return None
+        return max(1, int((self.end - time.monotonic()) * 1000))
+
+    def expired(self) -> bool:
+        return self.end is not None and time.monotonic() >= self.end
+
+    def check(self, phase: str | None = None) -> None:
+        """Raise :class:`OutOfTime` once the deadline has passed."""
+        if self.expired():
+            raise OutOfTime(self.phase if phase is None else phase)
+
+    def arm(self, solver: Any) -> None:
+        """Give a Z3 solver (or fixedpoint) the time that is left."""
+        ms = self.left_ms()
+        solver.set("timeout", 4294967295 if ms is None else ms)
+
+
+#: when the alarm's exception is lost (raised inside a ``__del__``), it fires again after this
+_ALARM_REPEAT_S = 0.05
+
+
+@contextmanager
+def time_limit(deadline: Deadline, phase: str) -> Iterator[None]:
+    """Run the body as ``phase`` of the run; raise :class:`OutOfTime` in it when the
+    deadline passes, even in code that never polls the deadline (a SIGALRM timer on
+    the main thread; elsewhere the deadline is checked when the body ends). An alarm
+    already pending that fires earlier (an outer limit, a test timeout) is kept."""
+    outer = deadline.phase
+    deadline.phase = phase
+    try:
+        left = deadline.left()
+        if left is None:
+            yield
+            return
+        if left <= 0:
+            raise OutOfTime(phase)
+        usable = hasattr(signal, "setitimer") and \
+            threading.current_thread() is threading.main_thread()
+        pending = signal.getitimer(signal.ITIMER_REAL) if usable else (0.0, 0.0)
+        if not usable or (pending[0] and pending[0] <= left):
+            yield
+            deadline.check(phase)
+            return
+        with _alarm(deadline, phase, left, pending):
+            yield
+    finally:
+        deadline.phase = outer
+
+
+@contextmanager
+def _alarm(deadline: Deadline, phase: str, left: float, pending: tuple[float, float]
+           ) -> Iterator[None]:
+    active = [True]
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        if active[0]:
+            raise OutOfTime(deadline.phase or phase)
+
+    def unraisable(info: Any) -> None:  # the alarm hit a __del__: it fires again shortly
+        if not isinstance(info.exc_value, OutOfTime):
+            previous_hook(info)
+
+    previous_hook = sys.unraisablehook
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    sys.unraisablehook = unraisable
+    started = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, max(left, 1e-4), _ALARM_REPEAT_S)
+    try:
+        yield
+    finally:
+        active[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+        sys.unraisablehook = previous_hook
+        if pending[0]:
+            rest = max(1e-3, pending[0] - (time.monotonic() - started))
+            signal.setitimer(signal.ITIMER_REAL, rest, pending[1])
+
+
+# -- the search ----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -40,13 +193,17 @@ class _Found:
 
 @dataclass
 class ExplicitOutcome:
+    """``complete``: every reachable state was explored; otherwise ``stopped`` says why
+    the search ended early (``all-violated``, ``timeout`` or ``state-limit``)."""
+
     verdicts: list[Verdict]
     stats: Stats
-    symmetry: SymmetryReport
+    symmetry: SymmetryReport | None  # None: the analysis did not finish in time
     complete: bool
     states: list[State] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
     edges: list[tuple[int, int, int]] = field(default_factory=list)
+    stopped: str | None = None
 
 
 def _peak_mb() -> float:
@@ -54,19 +211,34 @@ def _peak_mb() -> float:
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
 
 
+def _run_deadline(limits: Limits, deadline: Deadline | None) -> Deadline:
+    """This search's deadline: its own timeout, or the run's deadline if that is earlier."""
+    own = Deadline(limits.timeout)
+    if deadline is not None and deadline.end is not None and (own.end is None
+                                                               or deadline.end < own.end):
+        own.end = deadline.end
+    return own
+
+
 def explore(system: System, *, symmetry: bool = True, limits: Limits | None = None,
             progress: ProgressFn | None = None, keep_graph: bool = False,
-            count_orbits: bool = True) -> ExplicitOutcome:
+            count_orbits: bool = True, deadline: Deadline | None = None) -> ExplicitOutcome:
+    """Breadth-first search of every reachable state (up to ``limits``; ``deadline``:
+    the deadline of an enclosing run, which bounds this search too)."""
     limits = limits or Limits()
-    report = analyse_symmetry(system, enabled=symmetry)
+    start = time.monotonic()
+    dl = _run_deadline(limits, deadline)
+    try:
+        with time_limit(dl, "symmetry analysis"):
+            report = analyse_symmetry(system, enabled=symmetry)
+    except OutOfTime as exc:
+        return _cut_short(system, symmetry, str(exc), time.monotonic() - start)
     canon = Canonicalizer(system.schema, report.requests, report.pages)
     use_canon = canon.active
     props = system.properties
     invariant_props = [p for p in props if p.kind == "invariant"]
     flag_props = [p for p in props if p.flag is not None]
     found: dict[str, _Found] = {}
-    start = time.monotonic()
-    deadline = start + limits.timeout if limits.timeout else None
 
     init, _ = canon.canon(system.initial) if use_canon else (system.initial, canon.identity)
     index: dict[State, int] = {init: 0}
@@ -91,9 +263,12 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
     step = system.machine.step
     guard_ok = system.machine.guard
     canon_key = canon.key
+    max_states = limits.max_states
+    stopped: str | None = None
     with system.machine.session():
         while head < len(states):
             if len(found) == len(props):
+                stopped = ALL_VIOLATED
                 break
             s = states[head]
             d = depth_of[head]
@@ -131,14 +306,16 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
                 if progress is not None and now - last_report >= 0.2:
                     progress(len(states), d, now - start)
                     last_report = now
-                if deadline is not None and now > deadline:
+                if dl.end is not None and now >= dl.end and head < len(states):
+                    stopped = TIMEOUT
                     break
-                if limits.max_states is not None and len(states) > limits.max_states:
-                    break
-            elif limits.max_states is not None and len(states) > limits.max_states:
+            if max_states is not None and len(states) > max_states and head < len(states):
+                stopped = STATE_LIMIT
                 break
-    elapsed = time.monotonic() - start
     exhausted = head >= len(states)
+    if exhausted:
+        stopped = None
+    elapsed = time.monotonic() - start
 
     verdicts: list[Verdict] = []
     sizes_text = ", ".join(f"{k}={v}" for k, v in system.sizes.items())
@@ -152,39 +329,60 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
         elif exhausted:
             verdicts.append(Verdict(p.name, Status.HOLDS, "exhaustive", sizes_text))
         else:
-            why = "timeout" if deadline is not None and time.monotonic() > deadline else \
-                "state limit"
+            why = "timeout" if stopped == TIMEOUT else "state limit"
             verdicts.append(Verdict(p.name, Status.UNKNOWN, "explicit",
                                     f"{why} after {len(states)} states, depth {max(depth_of)}"))
     stats = Stats(states=len(states), transitions=transitions, depth=max(depth_of),
                   seconds=elapsed, peak_memory_mb=_peak_mb())
     stats.symmetry = report.to_json()
-    if count_orbits and exhausted:
-        concrete, exact = _concrete_count(canon, states)
+    stats.extra["explicit"] = {"complete": exhausted, "stopped": stopped}
+    counted = _concrete_count(canon, states, dl) if count_orbits and exhausted else None
+    if counted is not None:
+        concrete, exact = counted
         stats.symmetry["concrete_states"] = concrete
         stats.symmetry["concrete_states_exact"] = exact
         stats.symmetry["reduction_factor"] = round(concrete / len(states), 2)
     elif not use_canon:
         stats.symmetry["reduction_factor"] = 1.0
-    out = ExplicitOutcome(verdicts, stats, report, exhausted)
+    out = ExplicitOutcome(verdicts, stats, report, exhausted, stopped=stopped)
     if keep_graph:
         out.states, out.parents, out.edges = states, parent, edges
     return out
 
 
-#: beyond this many representatives the concrete count is estimated from a sample
+def _cut_short(system: System, symmetry: bool, why: str, elapsed: float) -> ExplicitOutcome:
+    """The outcome of a search that ran out of time before exploring anything."""
+    verdicts = [Verdict(p.name, Status.UNKNOWN, "explicit", f"{why}, before the search")
+                for p in system.properties]
+    stats = Stats(seconds=elapsed, peak_memory_mb=_peak_mb())
+    stats.symmetry = {"enabled": symmetry, "requests": False, "pages": False,
+                      "reasons": ["the symmetry analysis did not finish in time"]}
+    stats.extra["explicit"] = {"complete": False, "stopped": TIMEOUT}
+    return ExplicitOutcome(verdicts, stats, None, False, stopped=TIMEOUT)
+
+
+#: beyond this many representatives the concrete count is estimated from a sample ...
 EXACT_ORBIT_LIMIT = 20000
+#: ... of this many of them
+ORBIT_SAMPLE = 2000
 
 
-def _concrete_count(canon: Canonicalizer, states: list[State]) -> tuple[int, bool]:
-    """How many concrete states the representatives stand for (exact, or estimated
-    from a uniform sample of representatives when there are many)."""
-    if len(states) <= EXACT_ORBIT_LIMIT:
-        return sum(canon.orbit_size(s) for s in states), True
-    rng = random.Random(0)
-    sample = rng.sample(states, 2000)
-    mean = sum(canon.orbit_size(s) for s in sample) / len(sample)
-    return int(mean * len(states)), False
+def _concrete_count(canon: Canonicalizer, states: list[State], deadline: Deadline
+                    ) -> tuple[int, bool] | None:
+    """How many concrete states the representatives stand for: exact, or estimated
+    from a uniform sample of representatives when there are many (``False`` in the
+    second place). None when the deadline passes first."""
+    exact = len(states) <= EXACT_ORBIT_LIMIT
+    sample = states if exact else \
+        random.Random(0).sample(states, min(ORBIT_SAMPLE, len(states)))
+    total = 0
+    for s in sample:
+        if deadline.expired():
+            return None
+        total += canon.orbit_size(s)
+    if exact:
+        return total, True
+    return int(total / len(sample) * len(states)), False
 
 
 def _schedule(system: System, canon: Canonicalizer | None, states: list[State], parent: list[int],

@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition, rule,
                                  run_state_machine_as_test)
 
+from kvspec.engines.explicit import check_timeout
 from kvspec.lang.schema import State
 from kvspec.lang.system import ActionDef, ActionInstance, StepResult, System
 from kvspec.lang.types import PAGE, REQUEST
@@ -110,7 +111,7 @@ class _Tables:
     @classmethod
     def build(cls, system: System) -> _Tables:
         index_of = {id(a): i for i, a in enumerate(system.actions)}
-        domains = [[[t.decode(x) for x in t.domain()] for _, t in a.params] for a in system.actions]
+        domains = [[list(t.domain()) for _, t in a.params] for a in system.actions]
         instances: list[list[ActionInstance]] = [[] for _ in system.actions]
         for inst in system.instances:
             instances[index_of[id(inst.action)]].append(inst)
@@ -119,11 +120,15 @@ class _Tables:
                    [{i.args: i for i in insts} for insts in instances], groups)
 
     def sampled_from(self, values: tuple[Any, ...]) -> st.SearchStrategy[Any]:
-        strat = self.sampled.get(values)
+        """``st.sampled_from(values)``, cached by the values *and their types*: ``(0, 1)``
+        and ``(False, True)`` are equal tuples, but a request id must never be drawn
+        as ``False`` nor a bool parameter as ``0``."""
+        key = tuple((type(v), v) for v in values)
+        strat = self.sampled.get(key)
         if strat is None:
             if len(self.sampled) > 4096:
                 self.sampled.clear()
-            strat = self.sampled[values] = st.sampled_from(values)
+            strat = self.sampled[key] = st.sampled_from(values)
         return strat
 
 
@@ -311,6 +316,7 @@ class ModelMachine(RuleBasedStateMachine):
             counters.check_budget()
         self._drawing = None
         inst = cls.tables.instance_of[ai][args]
+        args = inst.args  # the instance's own values (a bool stays a bool)
         out = self.outcome(ai, args)
         if out is None:
             raise AssertionError(f"kvspec fuzz: {inst.label()} is not enabled")
@@ -617,7 +623,7 @@ def minimize_schedule(system: System, schedule: list[ActionInstance], prop: str,
             for j, (_, vtype) in enumerate(inst.action.params):
                 if vtype.ref_dim is not None:
                     continue
-                for lower in (vtype.decode(x) for x in vtype.domain()):
+                for lower in vtype.domain():
                     if lower == inst.args[j]:
                         break
                     other = lookup.get((id(inst.action), inst.args[:j] + (lower,) + inst.args[j + 1:]))
@@ -648,12 +654,15 @@ def run_fuzz(system: System, *, max_examples: int = 200, steps: int = 50, seed: 
     ``shrink_steps`` model steps, then by :func:`minimize_schedule` — concretized into a trace
     (``VIOLATED``, method ``fuzz``), and the next round checks the rest.  Properties
     without a violation are ``UNKNOWN``: fuzzing is not exhaustive.  ``seed`` makes the
-    run reproducible; ``timeout`` (seconds) bounds it.
+    run reproducible; ``timeout`` (seconds > 0; None: no limit) bounds it.
     """
     if max_examples < 1 or steps < 1:
         raise ValueError("max_examples and steps must be at least 1")
+    if shrink_steps < 0:
+        raise ValueError(f"shrink_steps must be at least 0, got {shrink_steps!r}")
+    check_timeout(timeout)
     start = time.monotonic()
-    counters = FuzzCounters(deadline=start + timeout if timeout else None)
+    counters = FuzzCounters(deadline=None if timeout is None else start + timeout)
     remaining = [p.name for p in system.properties]
     invariants = {p.name for p in system.properties if p.kind == "invariant"}
     verdicts: dict[str, Verdict] = {}

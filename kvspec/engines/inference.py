@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import z3
 
+from kvspec.engines.transition import check_sat
 from kvspec.lang.declare import SCALAR
 from kvspec.lang.schema import Schema, State, VarInfo
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST
@@ -416,9 +417,12 @@ class TemplateEvaluator:
         return out
 
 
-def sample_states(system: Any, *, max_states: int = 30000) -> tuple[Schema, list[State]]:
+def sample_states(system: Any, *, max_states: int = 30000, deadline: Any = None
+                  ) -> tuple[Schema, list[State]]:
     """Reachable states of a small configuration of ``system``'s model (two requests,
-    at most four pages), explored exhaustively when it fits ``max_states``."""
+    at most four pages), explored exhaustively when it fits ``max_states`` (and the
+    ``deadline`` of the run, if any: a sample cut short is still a sample, since every
+    candidate is checked for inductiveness afterwards)."""
     from kvspec.engines.explicit import Limits, explore
     from kvspec.lang.system import compile_model
 
@@ -429,7 +433,8 @@ def sample_states(system: Any, *, max_states: int = 30000) -> tuple[Schema, list
         elif decl.dim == PAGE:
             sizes[decl.name] = min(sizes[decl.name], 4)
     small = compile_model(system.loaded, sizes, [p.name for p in system.properties])
-    out = explore(small, symmetry=True, limits=Limits(max_states=max_states), keep_graph=True)
+    out = explore(small, symmetry=True, limits=Limits(max_states=max_states), keep_graph=True,
+                  deadline=deadline)
     return small.schema, out.states
 
 
@@ -570,7 +575,7 @@ class Strengthener:
         self.solver.add(z3.Implies(lit, goal))
         self.deadline.arm(self.solver)
         self.queries += 1
-        res = self.solver.check(lit, *[self.acts[k] for k in self.chosen])
+        res = check_sat(self.solver, lit, *[self.acts[k] for k in self.chosen])
         if res == z3.unknown:
             raise InferenceTimeout()
         return res

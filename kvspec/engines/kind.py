@@ -19,7 +19,8 @@ from collections.abc import Callable
 import z3
 
 from kvspec.engines.bmc import Deadline, Unroller, build, check_depth, check_errors
-from kvspec.engines.transition import TransitionSystem
+from kvspec.engines.explicit import OutOfTime, check_count, check_timeout, time_limit
+from kvspec.engines.transition import TransitionSystem, check_sat
 from kvspec.lang.system import Property, System
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
 
@@ -66,7 +67,7 @@ class StepCase:
         solver = self.unroller.solver
         solver.add(z3.Implies(lit, goal))
         deadline.arm(solver)
-        return solver.check(lit, self.no_error, *[self.acts[p.name] for p in open_props])
+        return check_sat(solver, lit, self.no_error, *[self.acts[p.name] for p in open_props])
 
     def close_frame(self) -> None:
         """The last frame becomes an assumed one (before the next :meth:`extend`)."""
@@ -74,48 +75,61 @@ class StepCase:
 
 
 def run_kind(system: System, *, max_k: int, timeout: float | None,
-             progress: ProgressFn | None = None) -> EngineOutcome:
+             progress: ProgressFn | None = None, symmetry: bool = True) -> EngineOutcome:
+    """k-induction up to ``max_k`` (``timeout``: seconds for the whole run, every phase
+    included; None: no limit). ``symmetry=False`` turns symmetry breaking off."""
+    check_count("max_k", max_k, 0)
+    check_timeout(timeout)
     deadline = Deadline(timeout)
-    ts = build(system, symmetry=True)
-    base = Unroller(ts)
-    step = StepCase(ts)
     verdicts: dict[str, Verdict] = {}
     pending: list[Property] = list(system.properties)
     stopped = ""
     k_done = -1
-    for k in range(max_k + 1):
-        # base case: no violation (and no model error) at depth exactly k
-        if k > 0:
-            if check_errors(base, k - 1, deadline, "k-induction") == z3.unknown:
-                stopped = _why(base.solver, deadline, k)
-                break
-            base.extend()
-        stopped = check_depth(system, ts, base, pending, verdicts, k, deadline)
-        if stopped or not pending:
-            k_done = k
-            break
-        # step case
-        if k > 0:
-            step.close_frame()
-            step.extend()
-        res = step.check(pending, deadline)
-        if res == z3.unknown:
-            stopped = _why(step.unroller.solver, deadline, k)
-            break
-        k_done = k
-        if progress is not None:
-            progress(k, k, deadline.elapsed())
-        if res == z3.unsat:
-            for p in pending:
-                verdicts[p.name] = Verdict(p.name, Status.PROVED, "k-inductive", f"k={k}")
-            pending = []
-            break
+    ts: TransitionSystem | None = None
+    try:
+        ts = build(system, symmetry=symmetry, deadline=deadline)
+        with time_limit(deadline, "k-induction"):
+            base = Unroller(ts)
+            step = StepCase(ts)
+            for k in range(max_k + 1):
+                # base case: no violation (and no model error) at depth exactly k
+                if k > 0:
+                    if check_errors(base, k - 1, deadline, "k-induction") == z3.unknown:
+                        stopped = _why(base.solver, deadline, k)
+                        break
+                    base.extend()
+                stopped = check_depth(system, ts, base, pending, verdicts, k, deadline)
+                if stopped or not pending:
+                    k_done = k
+                    break
+                # step case
+                if k > 0:
+                    step.close_frame()
+                    step.extend()
+                res = step.check(pending, deadline)
+                if res == z3.unknown:
+                    stopped = _why(step.unroller.solver, deadline, k)
+                    break
+                k_done = k
+                if progress is not None:
+                    progress(k, k, deadline.elapsed())
+                if res == z3.unsat:
+                    for p in pending:
+                        verdicts[p.name] = Verdict(p.name, Status.PROVED, "k-inductive",
+                                                   f"k={k}")
+                    pending = []
+                    break
+    except OutOfTime as exc:
+        stopped = str(exc)
     for p in pending:
+        if p.name in verdicts:
+            continue
         why = stopped or f"not k-inductive up to k={max_k}"
-        verdicts[p.name] = Verdict(p.name, Status.UNKNOWN, "k-induction",
-                                   f"{why}; no violation up to depth {max(k_done, 0)}")
+        upto = f"no violation up to depth {k_done}" if k_done >= 0 else "nothing checked"
+        verdicts[p.name] = Verdict(p.name, Status.UNKNOWN, "k-induction", f"{why}; {upto}")
     stats = Stats(depth=max(k_done, 0), seconds=deadline.elapsed())
-    stats.extra["kind"] = {"instances": len(ts.steps), "slots": ts.width}
+    if ts is not None:
+        stats.extra["kind"] = {"instances": len(ts.steps), "slots": ts.width}
     return EngineOutcome([verdicts[p.name] for p in system.properties], stats, "kind")
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import z3
 
 from kvspec.engines.bmc import Deadline, Search
+from kvspec.engines.explicit import OutOfTime, check_count, check_timeout, time_limit
 from kvspec.engines.inference import (
     InferenceTimeout,
     Selection,
@@ -41,7 +42,13 @@ from kvspec.engines.inference import (
     goal_templates,
     sample_states,
 )
-from kvspec.engines.transition import TransitionSystem, mk_and, mk_or
+from kvspec.engines.transition import (
+    TransitionSystem,
+    check_sat,
+    mk_and,
+    mk_or,
+    python_handles_ctrl_c,
+)
 from kvspec.lang.errors import ModelError
 from kvspec.lang.symmetry import analyse_symmetry
 from kvspec.lang.system import Property, System, compile_model
@@ -73,12 +80,15 @@ class Inferred:
 
 
 def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
-          deadline: Deadline, names: list[str] | None = None) -> Inferred:
-    """Candidates from a small configuration, selected at the small and the target size."""
+          deadline: Deadline, names: list[str] | None = None, *,
+          max_states: int | None = None) -> Inferred:
+    """Candidates from a small configuration, selected at the small and the target size.
+    ``max_states`` bounds the exploration of the small configuration."""
     notes: dict[str, Any] = {}
     t0 = time.monotonic()
     try:
-        small_schema, states = sample_states(system)
+        small_schema, states = sample_states(system, max_states=min(30000, max_states or 30000),
+                                             deadline=deadline)
     except ModelError:
         return Inferred(None, None, notes={"sample": "the small configuration raises a model "
                                                      "error"})
@@ -132,14 +142,27 @@ def spacer(ts: TransitionSystem, strengthening: list[z3.BoolRef], bad: z3.BoolRe
     for step in ts.steps:
         head = [step.updates.get(i, v) for i, v in enumerate(ts.cur)]
         fp.rule(inv(*head), [inv(*ts.cur), helper, *domain, step.enabled, z3.Not(step.error)])
+    started = time.monotonic()
     try:
         res = fp.query(z3.And(inv(*ts.cur), helper, bad))
-    except z3.Z3Exception:  # canceled by the timeout
+    except z3.Z3Exception as exc:  # canceled: by the timeout, or by Ctrl-C
+        if _canceled_early(exc, time.monotonic() - started, timeout_ms):
+            raise KeyboardInterrupt from None
         return z3.unknown, None
+    if res == z3.unknown and "interrupted" in fp.reason_unknown().lower():
+        raise KeyboardInterrupt
     if res != z3.unsat:
         return res, None
     cover = fp.get_cover_delta(-1, inv)
     return res, z3.simplify(z3.substitute_vars(cover, *ts.cur))
+
+
+def _canceled_early(exc: z3.Z3Exception, seconds: float, timeout_ms: int | None) -> bool:
+    """A query canceled well before its timeout was stopped by Ctrl-C (Z3 reports both
+    the same way)."""
+    if "cancel" not in str(exc).lower():
+        return False
+    return timeout_ms is None or seconds * 1000 < 0.8 * timeout_ms - 20
 
 
 # -- IC3 over the finite encoding (measured against Spacer; see docs/proofs.md) ---------------
@@ -196,7 +219,7 @@ class IC3:
             raise InferenceTimeout()
         self.deadline.arm(self.solver)
         self.queries += 1
-        res = self.solver.check(*assumptions)
+        res = check_sat(self.solver, *assumptions)
         if res == z3.unknown:
             raise InferenceTimeout()
         return res
@@ -318,52 +341,75 @@ def ic3(int_ts: TransitionSystem, strengthening: list[z3.BoolRef], bad: z3.BoolR
 
 def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_dir: Path,
             progress: ProgressFn | None = None, quick_depth: int = 10,
-            inference: bool = True, fallback: str = "spacer") -> EngineOutcome:
-    """Prove or refute every property (see the module docstring). ``quick_depth``
-    bounds the first BMC pass; ``inference=False`` leaves everything to the fallback
-    prover, ``fallback="ic3"`` uses our IC3 instead of Spacer (both for comparisons)."""
+            inference: bool = True, fallback: str = "spacer", symmetry: bool = True,
+            max_states: int | None = None) -> EngineOutcome:
+    """Prove or refute every property (see the module docstring). ``timeout`` bounds the
+    whole run, every phase included (None: no limit); ``quick_depth`` bounds the first
+    BMC pass; ``inference=False`` leaves everything to the fallback prover,
+    ``fallback="ic3"`` uses our IC3 instead of Spacer (both for comparisons);
+    ``symmetry=False`` turns symmetry breaking and reduced checks off; ``max_states``
+    bounds the exploration of the small configuration the candidates come from."""
+    check_timeout(timeout)
+    check_count("quick_depth", quick_depth, 0)
+    check_count("max_states", max_states, 1)
+    if fallback not in ("spacer", "ic3"):
+        raise ValueError(f"unknown fallback {fallback!r} (spacer or ic3)")
     deadline = Deadline(timeout)
-    report = analyse_symmetry(system)
-    symmetric = (report.requests, report.pages)
-    ts = TransitionSystem(system, "bv", symmetric)
     verdicts: dict[str, Verdict] = {}
     extra: dict[str, Any] = {}
-    # 1. shallow bugs: a few seconds of bounded model checking
-    search = Search(system, ts, deadline, "pdr")
-    pending = list(system.properties)
-    budget = 10.0 if timeout is None else min(10.0, 0.25 * timeout)
-    search.deepen(pending, verdicts, max_depth=quick_depth, until=time.monotonic() + budget)
-    extra["quick_bmc_depth"] = search.depth
-    if progress is not None:
-        progress(search.depth, search.depth, deadline.elapsed())
-    # 2. inference for the rest
-    inferred = infer(system, ts, symmetric, deadline, [p.name for p in pending]) \
-        if pending and inference else Inferred(None, None)
-    extra["inference"] = inferred.notes
-    sel = inferred.selection
-    clauses, readable = inferred.clauses()
-    proved: list[str] = []
-    if sel is not None and sel.errors_excluded:
-        proved = [name for name in sel.proved if any(p.name == name for p in pending)]
-    open_props = [p for p in pending if p.name not in proved]
-    # 3. Spacer for what the candidates cannot support, BMC for what fails
-    spacer_inv: z3.BoolRef | None = None
-    if open_props:
-        spacer_inv = _decide(system, ts.twin("int"), search, clauses if sel else [],
-                             open_props, deadline, verdicts, extra,
-                             with_errors=sel is None or not sel.errors_excluded,
-                             fallback=fallback)
-        if spacer_inv is not None:
-            proved += [p.name for p in open_props if p.name not in verdicts]
-    if proved:
-        _prove(system, clauses, readable, spacer_inv, proved, verdicts, extra, save_proof,
-               proofs_dir, deadline, inferred.notes,
-               "IC3" if fallback == "ic3" else "Spacer")
+    depth = -1
+    stopped = ""
+    try:
+        with time_limit(deadline, "symmetry analysis"):
+            report = analyse_symmetry(system, enabled=symmetry)
+        symmetric = (report.requests, report.pages) if symmetry else (False, False)
+        ts = TransitionSystem(system, "bv", symmetric, deadline=deadline)
+        # 1. shallow bugs: a few seconds of bounded model checking
+        with time_limit(deadline, "bmc"):
+            search = Search(system, ts, deadline, "pdr")
+            pending = list(system.properties)
+            budget = 10.0 if timeout is None else min(10.0, 0.25 * timeout)
+            search.deepen(pending, verdicts, max_depth=quick_depth,
+                          until=time.monotonic() + budget)
+            depth = search.depth
+        extra["quick_bmc_depth"] = search.depth
+        if progress is not None:
+            progress(search.depth, search.depth, deadline.elapsed())
+        # 2. inference for the rest
+        with time_limit(deadline, "invariant inference"):
+            inferred = infer(system, ts, symmetric, deadline, [p.name for p in pending],
+                             max_states=max_states) if pending and inference \
+                else Inferred(None, None)
+        extra["inference"] = inferred.notes
+        sel = inferred.selection
+        clauses, readable = inferred.clauses()
+        proved: list[str] = []
+        if sel is not None and sel.errors_excluded:
+            proved = [name for name in sel.proved if any(p.name == name for p in pending)]
+        open_props = [p for p in pending if p.name not in proved]
+        # 3. Spacer for what the candidates cannot support, BMC for what fails
+        spacer_inv: z3.BoolRef | None = None
+        if open_props:
+            with time_limit(deadline, "Spacer" if fallback == "spacer" else "IC3"):
+                spacer_inv = _decide(system, ts.twin("int"), search, clauses if sel else [],
+                                     open_props, deadline, verdicts, extra,
+                                     with_errors=sel is None or not sel.errors_excluded,
+                                     fallback=fallback)
+            depth = search.depth
+            if spacer_inv is not None:
+                proved += [p.name for p in open_props if p.name not in verdicts]
+        if proved:
+            with time_limit(deadline, "the certificate check"):
+                stopped = _prove(system, clauses, readable, spacer_inv, proved, verdicts, extra,
+                                 save_proof, proofs_dir, deadline, inferred.notes,
+                                 "IC3" if fallback == "ic3" else "Spacer")
+    except OutOfTime as exc:
+        stopped = str(exc)
     for p in system.properties:
         if p.name not in verdicts:
-            verdicts[p.name] = Verdict(p.name, Status.UNKNOWN, "pdr",
-                                       "timeout" if deadline.expired() else "solver gave up")
-    stats = Stats(seconds=deadline.elapsed(), depth=max(search.depth, 0))
+            why = stopped or ("timeout" if deadline.expired() else "solver gave up")
+            verdicts[p.name] = Verdict(p.name, Status.UNKNOWN, "pdr", why)
+    stats = Stats(seconds=deadline.elapsed(), depth=max(depth, 0))
     stats.extra["pdr"] = extra
     return EngineOutcome([verdicts[p.name] for p in system.properties], stats, "pdr")
 
@@ -371,15 +417,21 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
 def _prove(system: System, clauses: list[z3.BoolRef], readable: list[str],
            spacer_inv: z3.BoolRef | None, proved: list[str], verdicts: dict[str, Verdict],
            extra: dict[str, Any], save_proof: bool, proofs_dir: Path, deadline: Deadline,
-           notes: dict[str, Any], prover: str = "Spacer") -> None:
-    """Re-check the invariant on every instance, then record PROVED (and the certificate)."""
+           notes: dict[str, Any], prover: str = "Spacer") -> str:
+    """Re-check the invariant on every instance, then record PROVED (and the certificate).
+    Returns '' or, when the check could not decide, why nothing was proved."""
     inv_clauses, inv_readable = list(clauses), list(readable)
     if spacer_inv is not None and not z3.is_true(spacer_inv):
         inv_clauses.append(spacer_inv)
         inv_readable.append(f"{prover} lemmas: " + _short(spacer_inv))
     invariant = Invariant(inv_clauses, inv_readable)
-    check = verify_invariant(system, invariant, proved)
+    with python_handles_ctrl_c():
+        check = verify_invariant(system, invariant, proved)
     if not check.ok:
+        if deadline.expired():
+            return "timeout during the certificate check"
+        if _undecided(check):
+            return "the certificate check could not decide: " + "; ".join(check.problems)
         raise InternalError("pdr: the invariant found does not re-check: "
                             + "; ".join(check.problems))
     extra["certificate_check_seconds"] = round(check.seconds, 3)
@@ -387,12 +439,27 @@ def _prove(system: System, clauses: list[z3.BoolRef], readable: list[str],
     if save_proof:
         method = "template inference" + (f" + {prover}" if spacer_inv is not None else "")
         path = write_certificate(system, invariant, proofs_dir, method=method,
-                                 stats={"seconds": round(deadline.elapsed(), 2), **notes})
+                                 stats={"seconds": round(deadline.elapsed(), 2), **notes},
+                                 properties=list(proved))
         note = f", saved to {path}"
         extra["certificate"] = str(path)
     for name in proved:
         verdicts[name] = Verdict(name, Status.PROVED, "pdr",
                                  f"inductive invariant, {_clauses(len(inv_clauses))}{note}")
+    return ""
+
+
+def _undecided(check: Any) -> bool:
+    """The check failed only because the solver could not decide a query (no
+    counterexample to induction, no bad state): not a refutation of the invariant."""
+    if getattr(check, "cti", None) is not None or getattr(check, "bad_state", None) is not None:
+        return False
+    flag = getattr(check, "undecided", None)
+    if isinstance(flag, bool):
+        return flag
+    return bool(check.problems) and all(
+        any(w in p for w in ("could not decide", "cannot check", "gave up"))
+        for p in check.problems)
 
 
 def _decide(system: System, int_ts: TransitionSystem, search: Search,

@@ -27,13 +27,15 @@ it as a :class:`~kvspec.lang.errors.ModelError` after replaying the path to it.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import z3
 from z3.z3 import _to_expr_ref
 
+from kvspec.engines.explicit import Deadline
 from kvspec.lang.errors import ModelError
 from kvspec.lang.schema import State
 from kvspec.lang.symvalues import domain_constraint, from_z3, z3_const
@@ -43,6 +45,10 @@ from kvspec.trace import InternalError
 
 Vars = list[z3.ExprRef]
 ENCODINGS = ("bv", "int")
+
+
+def _no_deadline(phase: str | None = None) -> None:
+    """Stands in for :meth:`Deadline.check` when a run has no deadline."""
 
 
 class EncodingOverflow(Exception):
@@ -63,6 +69,47 @@ class InstanceEncoding:
         if not self.errors:
             return z3.BoolVal(False)
         return z3.Or(*[c for c, _ in self.errors]) if len(self.errors) > 1 else self.errors[0][0]
+
+
+# -- solver calls and Ctrl-C ---------------------------------------------------------------
+# During a check Z3 installs its own SIGINT handler: Ctrl-C stops the check, which
+# answers ``unknown``, and Python never sees the KeyboardInterrupt. Engines call
+# :func:`check_sat` so that an interrupted check raises KeyboardInterrupt instead of
+# being mistaken for a solver answer; code that calls Z3 directly runs under
+# :func:`python_handles_ctrl_c`.
+
+def interrupted(solver: z3.Solver) -> bool:
+    """The last ``unknown`` of ``solver`` was Ctrl-C."""
+    try:
+        reason = solver.reason_unknown()
+    except z3.Z3Exception:
+        return False
+    return "interrupted" in reason.lower()
+
+
+def check_sat(solver: z3.Solver, *assumptions: z3.ExprRef) -> z3.CheckSatResult:
+    """``solver.check(*assumptions)``; Ctrl-C during the check raises KeyboardInterrupt
+    (``unknown`` is only ever a give-up or a timeout)."""
+    res = solver.check(*assumptions)
+    if res == z3.unknown and interrupted(solver):
+        raise KeyboardInterrupt
+    return res
+
+
+@contextmanager
+def python_handles_ctrl_c() -> Iterator[None]:
+    """Z3 leaves SIGINT to Python in the body: Ctrl-C raises KeyboardInterrupt as soon
+    as the running Z3 call returns (for code that reads results without
+    :func:`check_sat`, e.g. certificate checks)."""
+    try:
+        before = z3.get_param("ctrl_c")
+    except z3.Z3Exception:
+        before = "true"
+    z3.set_param("ctrl_c", False)
+    try:
+        yield
+    finally:
+        z3.set_param("ctrl_c", before)
 
 
 # -- fast term plumbing --------------------------------------------------------------------
@@ -302,15 +349,21 @@ class TransitionSystem:
 
     def __init__(self, system: System, encoding: str = "bv",
                  symmetry: tuple[bool, bool] = (False, False),
-                 _raw: tuple[Vars, list[InstanceEncoding], dict[str, z3.BoolRef]] | None = None
-                 ) -> None:
+                 _raw: tuple[Vars, list[InstanceEncoding], dict[str, z3.BoolRef]] | None = None,
+                 *, deadline: Deadline | None = None) -> None:
+        """``deadline``: raise :class:`~kvspec.engines.explicit.OutOfTime` when it passes
+        during the encoding (checked between action instances)."""
         if encoding not in ENCODINGS:
             raise ValueError(f"unknown encoding {encoding!r}")
         self.system = system
         self.types: list[ValueType] = system.slot_types()
+        poll = deadline.check if deadline is not None else _no_deadline
         if _raw is None:
             self.int_cur: Vars = system.state_vars()
-            raw = [self._encode(inst) for inst in system.instances]
+            raw = []
+            for inst in system.instances:
+                poll("encoding")
+                raw.append(self._encode(inst))
             raw_bad = {p.name: z3.simplify(system.encode_bad(p, self.int_cur))
                        for p in system.properties}
         else:
@@ -321,15 +374,19 @@ class TransitionSystem:
         self.encoding = encoding
         self.bv: BitVecImage | None = None
         if encoding == "bv":
+            poll("encoding")
             try:
-                self.bv = self._bit_vectors(raw, list(raw_bad.values()))
+                self.bv = self._bit_vectors(raw, list(raw_bad.values()), poll)
             except EncodingOverflow:
                 self.encoding = "int"
         self.cur: Vars = self._vars("")
         self.nxt: Vars = self._vars("'")
-        self.steps = [InstanceEncoding(r.inst, self.enc(r.enabled),
-                                       {i: self.enc(e) for i, e in r.updates.items()},
-                                       [(self.enc(c), m) for c, m in r.errors]) for r in raw]
+        self.steps: list[InstanceEncoding] = []
+        for r in raw:
+            poll("encoding")
+            self.steps.append(InstanceEncoding(r.inst, self.enc(r.enabled),
+                                               {i: self.enc(e) for i, e in r.updates.items()},
+                                               [(self.enc(c), m) for c, m in r.errors]))
         self.int_steps = raw
         self._bad = {name: self.enc(b) for name, b in raw_bad.items()}
         self.writers: list[list[int]] = [[] for _ in range(self.width)]
@@ -360,7 +417,8 @@ class TransitionSystem:
         errors = [(c, msg) for c, msg in errors if not z3.is_false(c)]
         return InstanceEncoding(inst, z3.simplify(enc.enabled), updates, errors)
 
-    def _bit_vectors(self, raw: list[InstanceEncoding], extra: list[z3.BoolRef]) -> BitVecImage:
+    def _bit_vectors(self, raw: list[InstanceEncoding], extra: list[z3.BoolRef],
+                     poll: Callable[[str], None]) -> BitVecImage:
         bounds: dict[str, tuple[int, int]] = {}
         for v, t in zip(self.int_cur, self.types):
             if t.kind != "bool":
@@ -373,7 +431,9 @@ class TransitionSystem:
             terms.extend(c for c, _ in r.errors)
         probe = BitVecImage(bounds, 64)
         reach = max([1] + [max(abs(lb), abs(ub)) for lb, ub in bounds.values()])
-        for term in terms:
+        for k, term in enumerate(terms):
+            if (k & 63) == 0:
+                poll("encoding")
             reach = max(reach, probe.reach(term))
         # one spare bit: candidate invariants add counts and sums of their own
         image = BitVecImage(bounds, BitVecImage.needed_width(reach) + 1)

@@ -17,10 +17,17 @@ in the report (see ``docs/replay.md``):
   longer owns land, and every page that holds such a late write's bytes unread is read
   by whoever gets it next (its owner, or a fresh request ``rN`` with ``N = requests``
   that is allocated the free page and decodes before a write of its own lands).
+
+A ``read(r, p)`` of a page that is not in ``r``'s page table (another request owns it, or
+nobody does) is exactly such a leak, not an impossible operation: the request reads
+whatever bytes the page holds.  It is read as the block ``r`` last held in ``p`` (a stale
+page-table entry) or else as the next block after ``r``'s table, and recorded as a read
+outside the page table with the page's owner at that time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,8 +35,10 @@ from typing import Any
 import torch
 
 from kvspec.pool.driver import EVENT_KINDS, PAGE_EVENTS, PoolDriver
-from kvspec.pool.page_pool import PoolConfig, PoolError
-from kvspec.pool.report import ReplayReport
+from kvspec.pool.kv_data import request_kv
+from kvspec.pool.page_pool import PageRead, PoolConfig, PoolError, Tag, request_name
+from kvspec.pool.report import ReplayReport, StepRecord
+from kvspec.trace import MAX_TRACE_IDS
 
 __all__ = ["ReplayError", "extract_trace", "replay_trace"]
 
@@ -80,6 +89,9 @@ def _size(trace: Mapping[str, Any], name: str) -> int:
             value = block[name]
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ReplayError(f"trace {section}.{name} must be a positive int, got {value!r}")
+            if value > MAX_TRACE_IDS:
+                raise ReplayError(f"trace {section}.{name} = {value} is more than a replay "
+                                  f"pool holds (at most {MAX_TRACE_IDS})")
             return value
     raise ReplayError(f"trace has no sizes.{name} (nor schema.{name})")
 
@@ -98,7 +110,7 @@ def _event(ev: Any, where: str, requests: int) -> tuple[str, int, int | None]:
     if not isinstance(ev, Mapping):
         raise ReplayError(f"{where}: event must be an object, got {ev!r}")
     kind = ev.get("kind")
-    if kind not in _KINDS:
+    if not isinstance(kind, str) or kind not in _KINDS:
         raise ReplayError(f"{where}: unknown event kind {kind!r}")
     request = _request(ev.get("request"), f"{where} {kind}")
     if request >= requests:
@@ -109,6 +121,68 @@ def _event(ev: Any, where: str, requests: int) -> tuple[str, int, int | None]:
             raise ReplayError(f"{where}: {kind}(r{request}) needs an integer page, got {page!r}")
         return kind, request, page
     return kind, request, None
+
+
+# ------------------------------------------------------- reads outside the table
+class _TraceDriver(PoolDriver):
+    """The replay's driver: a ``read`` of a page outside the reader's page table reads
+    the bytes the page holds (see the module docstring) instead of failing."""
+
+    def __init__(self, config: PoolConfig, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self.freed_block: dict[tuple[int, int], int] = {}  # (request, page) -> block it held
+
+    def apply(self, step: StepRecord, kind: str, r: int, p: int | None,
+              reads: dict[int, list[PageRead]]) -> None:
+        pool = self.pool
+        if p is not None and 0 <= p < pool.config.pages and 0 <= r < self.requests:
+            table = pool.page_table(r)
+            if kind == "free" and p in table:
+                self.freed_block[(r, p)] = table.index(p)
+            elif kind == "read" and p not in table:
+                pending = reads.setdefault(r, [])
+                pending.append(self._outside_read(step, r, p, table, pending))
+                return
+        super().apply(step, kind, r, p, reads)
+
+    def _outside_read(self, step: StepRecord, r: int, p: int, table: tuple[int, ...],
+                      pending: list[PageRead]) -> PageRead:
+        pool = self.pool
+        cfg = pool.config
+        block = self.freed_block.get((r, p))
+        if block is None:  # the next block after the table (and this step's other such reads)
+            block = len(table) + sum(1 for rd in pending if rd.page not in table)
+        tag = pool.tag(p)  # from the device, after every landing queued before this read
+        k, v = pool.k[p].clone(), pool.v[p].clone()
+        if tag is None:
+            content_ok = not bool(k.any()) and not bool(v.any())
+        else:
+            positions = range(tag.block * cfg.page_size, (tag.block + 1) * cfg.page_size)
+            ek, ev = request_kv(tag.request, positions, cfg.heads, cfg.head_dim, cfg.dtype,
+                                pool.device)
+            content_ok = bool(torch.equal(k, ek)) and bool(torch.equal(v, ev))
+        rd = PageRead(request=r, page=p, block=block, tag=tag, foreign=tag != Tag(r, block),
+                      inflight_writers=tuple(t.request for t in pool.inflight(p)),
+                      content_ok=content_ok, k=k, v=v)
+        owner = pool.owner(p)
+        if owner is not None:
+            held = f"owned by {request_name(owner)}"
+        elif (r, p) in self.freed_block:
+            held = f"free since {request_name(r)} freed it at step {self.freed_at.get((r, p))}"
+        else:
+            held = "free"
+        text = (f"{rd.describe()}; page {p} is NOT in {request_name(r)}'s page table "
+                f"({held})")
+        self.page_read(step, rd)
+        record = step.ops[-1]
+        step.ops[-1] = dataclasses.replace(record, text=text, detail={
+            **record.detail, "outside_table": True,
+            "owner": None if owner is None else request_name(owner)})
+        if rd.foreign:
+            last = self.report.foreign_reads[-1]
+            self.report.foreign_reads[-1] = dataclasses.replace(
+                last, outside_table=True, owner=owner)
+        return rd
 
 
 # ----------------------------------------------------------------------- replay
@@ -143,7 +217,7 @@ def replay_trace(
         config = PoolConfig(pages=pages, page_size=page_size, heads=heads, head_dim=head_dim,
                             dtype=dtype, device=device, requests=requests + 1,
                             land_delay_cycles=land_delay_cycles, earlier_tenant=earlier_tenant)
-        driver = PoolDriver(
+        driver = _TraceDriver(
             config, requests=requests,
             model=str(model.get("name")) if isinstance(model, Mapping) and model.get("name") else None,
             property_name=doc.get("property") if isinstance(doc.get("property"), str) else None,

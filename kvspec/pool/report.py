@@ -71,7 +71,10 @@ class StepRecord:
 
 @dataclass(frozen=True)
 class ForeignRead:
-    """``reader`` read ``page`` as its block ``block`` but the page held ``tag``."""
+    """``reader`` read ``page`` as its block ``block`` but the page held ``tag``.
+
+    ``outside_table``: the page was not in the reader's page table at all; ``owner`` is
+    then the page's owner at the time (None: free)."""
 
     step: int
     reader: int
@@ -80,19 +83,26 @@ class ForeignRead:
     tag: Tag | None
     inflight_writers: tuple[int, ...]
     aftermath: bool = False
+    outside_table: bool = False
+    owner: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "step": self.step, "reader": request_name(self.reader), "page": self.page,
             "block": self.block, "tag": tag_json(self.tag),
             "inflight_writers": [request_name(w) for w in self.inflight_writers],
-            "aftermath": self.aftermath,
+            "aftermath": self.aftermath, "outside_table": self.outside_table,
+            "owner": _rid(self.owner),
         }
 
     def __str__(self) -> str:
         held = "never written" if self.tag is None else f"holds {self.tag}"
         where = "aftermath" if self.aftermath else f"step {self.step}"
-        return (f"{where}: {request_name(self.reader)} read page {self.page} as its block "
+        page = f"page {self.page}"
+        if self.outside_table:
+            owner = "free" if self.owner is None else f"owned by {request_name(self.owner)}"
+            page += f" (not in its page table: {owner})"
+        return (f"{where}: {request_name(self.reader)} read {page} as its block "
                 f"{self.block}; {held}")
 
 

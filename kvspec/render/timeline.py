@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from kvspec.trace import MAX_TRACE_IDS
+
 TRACE_FORMAT = "kvspec-trace/1"
 RESULT_FORMAT = "kvspec-result/1"
 
@@ -64,6 +66,37 @@ def extract_trace(data: Any, prop: str | None = None) -> dict[str, Any]:
     return trace
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float))
+
+
+def _check_state(where: str, state: Mapping[str, Any]) -> None:
+    """A state maps variable names to a value or a list of values (docs/formats.md)."""
+    for name, value in state.items():
+        if isinstance(value, list):
+            if not all(_is_scalar(x) for x in value):
+                raise TraceFormatError(f"{where}: variable {name!r} must hold a list of values")
+        elif not _is_scalar(value):
+            raise TraceFormatError(f"{where}: variable {name!r} must hold a value or a list")
+
+
+def _check_counts(trace: Mapping[str, Any]) -> None:
+    for section in ("sizes", "schema"):
+        block = trace.get(section) or {}
+        for name in ("requests", "pages"):
+            if name in block and block[name] is not None and not (
+                    _is_int(block[name]) and 0 <= block[name] <= MAX_TRACE_IDS):
+                raise TraceFormatError(f"'{section}.{name}' must be an integer from 0 to "
+                                       f"{MAX_TRACE_IDS}, got {block[name]!r}")
+    vars_ = (trace.get("schema") or {}).get("vars", [])
+    if vars_ is not None and not isinstance(vars_, list):
+        raise TraceFormatError("'schema.vars' must be a list")
+
+
 def validate_trace(trace: Mapping[str, Any]) -> None:
     """Check the parts of a trace the renderers rely on; raise TraceFormatError."""
     if trace.get("format") != TRACE_FORMAT:
@@ -72,31 +105,47 @@ def validate_trace(trace: Mapping[str, Any]) -> None:
     if not isinstance(steps, list):
         raise TraceFormatError("'steps' must be a list")
     for key in ("schema", "initial", "sizes", "model"):
-        if key in trace and not isinstance(trace[key], Mapping):
+        if key in trace and trace[key] is not None and not isinstance(trace[key], Mapping):
             raise TraceFormatError(f"'{key}' must be an object")
+    _check_counts(trace)
+    _check_state("'initial'", trace.get("initial") or {})
     for n, step in enumerate(steps, 1):
         if not isinstance(step, Mapping):
             raise TraceFormatError(f"step {n} must be an object")
         if not isinstance(step.get("action", step.get("label")), str):
             raise TraceFormatError(f"step {n} has no 'action' or 'label'")
+        if "label" in step and step["label"] is not None and not isinstance(step["label"], str):
+            raise TraceFormatError(f"step {n}: 'label' must be a string")
         events = step.get("events", [])
         if not isinstance(events, list):
             raise TraceFormatError(f"step {n}: 'events' must be a list")
         for ev in events:
             if not isinstance(ev, Mapping) or not isinstance(ev.get("kind"), str):
                 raise TraceFormatError(f"step {n}: every event needs a 'kind'")
-            if not isinstance(ev.get("request"), str) or _rnum(ev["request"]) is None:
+            r = _rnum(ev.get("request"))
+            if r is None or r >= MAX_TRACE_IDS:
                 raise TraceFormatError(f"step {n}: event {ev.get('kind')} has request "
                                        f"{ev.get('request')!r}, expected 'r<N>'")
             page = ev.get("page")
-            if page is not None and (not isinstance(page, int) or isinstance(page, bool)
-                                     or page < 0):
+            if page is not None and not (_is_int(page) and 0 <= page < MAX_TRACE_IDS):
                 raise TraceFormatError(f"step {n}: event {ev['kind']} has page {page!r}")
         for key in ("state", "args"):
             if key in step and step[key] is not None and not isinstance(step[key], Mapping):
                 raise TraceFormatError(f"step {n}: '{key}' must be an object")
-        if "changes" in step and not isinstance(step["changes"], list):
+        _check_state(f"step {n}: 'state'", step.get("state") or {})
+        changes = step.get("changes")
+        if changes is not None and not isinstance(changes, list):
             raise TraceFormatError(f"step {n}: 'changes' must be a list")
+        for ch in changes or []:
+            if not isinstance(ch, Mapping) or not isinstance(ch.get("var"), str):
+                raise TraceFormatError(f"step {n}: every change needs a 'var'")
+            if not all(_is_scalar(ch.get(k)) for k in ("index", "before", "after")):
+                raise TraceFormatError(f"step {n}: change of {ch['var']!r} must hold values")
+        violation = step.get("violation")
+        if violation is not None and not (isinstance(violation, Mapping) and isinstance(
+                violation.get("event") or {}, Mapping)):
+            raise TraceFormatError(f"step {n}: 'violation' must be an object with an 'event' "
+                                   "object")
 
 
 def _rnum(ref: Any) -> int | None:
@@ -320,6 +369,10 @@ def _full_states(trace: Mapping[str, Any]) -> list[dict[str, Any]]:
     return states
 
 
+def _count(value: Any) -> int:
+    return value if _is_int(value) else 0
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "—"
@@ -412,7 +465,7 @@ def build_timeline(trace: Mapping[str, Any]) -> Timeline:
                 owner=page_value(state, "page_owner", p, pool.owner[p]),
                 data=pool.data[p],
                 written=page_value(state, "page_written", p, pool.written[p]),
-                inflight=int(page_value(state, "page_inflight", p, pool.inflight[p]) or 0),
+                inflight=_count(page_value(state, "page_inflight", p, pool.inflight[p])),
                 writer=page_value(state, "page_writer", p, pool.writer[p]),
                 writers=list(pool.writers[p])))
         return cells

@@ -87,15 +87,23 @@ def print_trace(console: Console, trace: Trace, show_monitor: bool = False) -> N
     console.print()
 
 
-def print_result(console: Console, result: Result, path: str) -> None:
-    system = result.system
+#: why an explicit search stopped early (``stats.explicit.stopped``), as text
+_STOPPED = {"all-violated": "every property was violated", "timeout": "the timeout",
+            "state-limit": "the state limit"}
+
+
+def stats_line(result: Result) -> str:
+    """``explicit: 1,234 states, 5,678 transitions, depth 12, 0.40 s (…); symmetry …``.
+    A search that stopped early says so: its states are not the whole state space."""
     stats = result.stats
-    head = Text()
-    head.append("kvspec ", style="bold")
-    head.append(f"{system.name} ({path})  {sizes_text(system.sizes)}")
-    console.print(head, soft_wrap=True)
-    if stats.states:
-        detail = f"  {result.engine}: {stats.states:,} states, {stats.transitions:,} " \
+    search = stats.extra.get("explicit")
+    stopped = search.get("stopped") if isinstance(search, dict) else None
+    if stats.states or stopped:
+        states = f"{stats.states:,} states"
+        if stopped:
+            why = _STOPPED.get(str(stopped), str(stopped))
+            states += f" explored before {why} (search stopped early)"
+        detail = f"  {result.engine}: {states}, {stats.transitions:,} " \
                  f"transitions, depth {stats.depth}, {stats.seconds:.2f} s"
         if stats.seconds > 0 and result.engine == "explicit":
             detail += f" ({stats.states_per_s:,.0f} states/s)"
@@ -104,11 +112,25 @@ def print_result(console: Console, result: Result, path: str) -> None:
     else:
         detail = f"  {result.engine}: {stats.seconds:.2f} s"
     sym = stats.symmetry
-    if sym.get("reduction_factor") and sym.get("reduction_factor") != 1.0:
-        approx = "" if sym.get("concrete_states_exact", True) else "≈"
-        detail += f"; symmetry ×{sym['reduction_factor']} ({approx}{sym.get('concrete_states', 0):,} " \
-                  "concrete states)"
-    console.print(Text(detail, style="dim"), soft_wrap=True)
+    factor = sym.get("reduction_factor")
+    if factor and factor != 1.0:
+        if sym.get("concrete_states_exact", True):
+            detail += f"; symmetry ×{factor} ({sym.get('concrete_states', 0):,} concrete states)"
+        else:
+            detail += f"; symmetry ×≈{factor} (≈{sym.get('concrete_states', 0):,} concrete " \
+                      "states, estimated from a sample)"
+    return detail
+
+
+def print_result(console: Console, result: Result, path: str) -> None:
+    system = result.system
+    stats = result.stats
+    head = Text()
+    head.append("kvspec ", style="bold")
+    head.append(f"{system.name} ({path})  {sizes_text(system.sizes)}")
+    console.print(head, soft_wrap=True)
+    console.print(Text(stats_line(result), style="dim"), soft_wrap=True)
+    sym = stats.symmetry
     for reason in sym.get("reasons", []):
         if reason != "disabled on the command line":
             console.print(Text(f"  note: {reason}", style="yellow"))

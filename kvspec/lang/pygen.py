@@ -148,21 +148,11 @@ class PyGen:
             op = "and" if e.op == "&" else "or"
             return f"tuple([x {op} y for x, y in zip({a}, {b})])"
         if isinstance(e, ir.Reduce):
-            m = self.ex(e.mask, fn)
-            if e.op == "count":
-                return f"sum({m})"
-            if e.op == "any":
-                return f"(True in {m})"
-            return f"(False not in {m})"
+            return _reduction(e.op, self.ex(e.mask, fn))
         if isinstance(e, ir.Fold):
             values = "(" + "".join(f"{v}, " for v in e.domain.values) + ")"
             conds = "".join(f" if {self.ex(c, fn)}" for c in e.conds)
-            items = f"[{self.ex(e.elt, fn)} for v_{e.var} in {values}{conds}]"
-            if e.op == "sum":
-                return f"sum({items})"
-            if e.op == "any":
-                return f"(True in {items})"
-            return f"(False not in {items})"
+            return _reduction(e.op, f"[{self.ex(e.elt, fn)} for v_{e.var} in {values}{conds}]")
         if isinstance(e, ir.MinMax):
             return f"{e.op}(" + ", ".join(self.ex(x, fn) for x in e.items) + ")"
         if isinstance(e, ir.Call):
@@ -377,6 +367,16 @@ class PyGen:
         exec(compile(source, f"<kvspec:{name}>", "exec"), ns)  # noqa: S102 - generated code
         ns["__source__"] = source
         return ns
+
+
+def _reduction(op: str, items: str) -> str:
+    """``count``/``sum``, ``any`` or ``all`` of a sequence expression (every item is
+    evaluated: no short-circuit, as in the symbolic interpretation)."""
+    if op in ("count", "sum"):
+        return f"sum({items})"
+    if op == "any":
+        return f"(True in {items})"
+    return f"(False not in {items})"
 
 
 def _locals_used(exprs: list[ir.Expr]) -> set[str]:

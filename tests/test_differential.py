@@ -503,10 +503,6 @@ class M(Model):
 '''
 
 
-@pytest.mark.xfail(strict=False, reason="kvspec bug: a helper with require/state writes called in "
-                   "an action's leading require runs in the generated guard on the state tuple, "
-                   "outside the try that catches _Disabled: explicit crashes with _Disabled (or "
-                   "TypeError for a write), BMC says HOLDS")
 def test_effectful_helper_in_leading_require(write_model: Any) -> None:
     path = write_model(EFFECT_IN_LEADING_REQUIRE)
     try:
@@ -594,10 +590,6 @@ class M(Model):
 '''
 
 
-@pytest.mark.xfail(strict=False, reason="kvspec bug: model errors inside invariants are dropped by "
-                   "the symbolic interpretation (SymExec.evaluate resets the error list and "
-                   "encode_invariant returns only the value): explicit reports the out-of-range "
-                   "index, BMC and PDR say HOLDS")
 def test_model_error_in_invariant_is_found_by_every_engine(write_model: Any) -> None:
     path = write_model(INVARIANT_INDEX_ERROR)
     full = _outcome(lambda: explore(compile_model(load_model(path)), symmetry=False))
@@ -627,10 +619,6 @@ class M(Model):
 '''
 
 
-@pytest.mark.xfail(strict=False, reason="kvspec bug: the symbolic interpretation crashes "
-                   "(AttributeError: 'NoneType' object has no attribute 'ast') on a helper call "
-                   "under a constant-false guard: SymExec.call skips the body when the entry "
-                   "guard is False and returns None as the value")
 def test_helper_call_under_constant_false_guard(write_model: Any) -> None:
     path = write_model(DEAD_CALL)
     full = _outcome(lambda: explore(compile_model(load_model(path)), symmetry=False))
@@ -658,9 +646,6 @@ class M(Model):
 '''
 
 
-@pytest.mark.xfail(strict=False, reason="kvspec bug: with page symmetry on and no per-page state "
-                   "(no page variable, no page monitor selected) Canonicalizer._image indexes an "
-                   "empty column list: IndexError in explicit (symmetry on), BMC and PDR")
 def test_page_symmetry_without_page_state(write_model: Any) -> None:
     path = write_model(NO_PAGE_STATE)
     full = _outcome(lambda: explore(compile_model(load_model(path)), symmetry=False))
@@ -689,10 +674,6 @@ class M(Model):
 '''
 
 
-@pytest.mark.xfail(strict=False, reason="kvspec bug: the sampled symmetry alarm "
-                   "(symmetry.dynamic_check) lets a model error on its random walk escape, so "
-                   "explicit with symmetry and BMC stop with that error while explicit without "
-                   "symmetry reports the 1-step violation found before the error is reached")
 def test_symmetry_alarm_does_not_change_the_outcome(write_model: Any) -> None:
     path = write_model(ERROR_AFTER_EVERY_VERDICT)
     full = _outcome(lambda: explore(compile_model(load_model(path)), symmetry=False))

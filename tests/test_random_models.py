@@ -146,3 +146,29 @@ def test_initial_state_counterexample_is_in_the_json(tmp_path: Path) -> None:
     verdict = next(v for v in result["verdicts"] if v["property"] == "starts-busy")
     assert verdict["status"] == "VIOLATED"
     assert verdict["trace"] is not None and verdict["trace"]["steps"] == []
+
+
+ENUM_PARAMETER = """
+import enum
+from kvspec import Model, Pages, Request, Requests, action, var
+
+class Color(enum.Enum):
+    RED = 0
+    GREEN = 1
+
+class M(Model):
+    requests = Requests(1)
+    pages = Pages(1)
+    paint = requests.var(Color, init=Color.RED)
+
+    @action
+    def recolor(s, r: Request, c: Color):
+        s.paint[r] = c
+"""
+
+
+def test_fuzz_handles_enum_parameters(tmp_path: Path) -> None:
+    path = tmp_path / "enum_param.py"
+    path.write_text(ENUM_PARAMETER)
+    outcome = run_fuzz(compile_model(load_model(path)), max_examples=5, steps=5, seed=0)
+    assert all(v.status is Status.UNKNOWN for v in outcome.verdicts)

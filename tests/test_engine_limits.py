@@ -493,3 +493,13 @@ def test_auto_timeout_is_unknown_not_holds() -> None:
                    proofs_dir=Path("no-such-proofs"))
     assert _success(out) == []
     assert out.stats.seconds < 6.0
+
+
+def test_timeout_is_checked_after_every_state_of_a_slow_expansion() -> None:
+    """At eight requests one state's expansion tries many tied request orders; the
+    deadline must still stop the search within about one expansion."""
+    start = time.monotonic()
+    out = explore(system_of("patched.py", {"requests": 8}), limits=Limits(timeout=1.0))
+    assert not out.complete
+    assert all(v.status.name == "UNKNOWN" for v in out.verdicts)
+    assert time.monotonic() - start < 20.0

@@ -301,14 +301,13 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
                         if keep_graph:
                             edges.append((head, idx, inst.index))
             head += 1
-            if (head & 255) == 0:
-                now = time.monotonic()
-                if progress is not None and now - last_report >= 0.2:
-                    progress(len(states), d, now - start)
-                    last_report = now
-                if dl.end is not None and now >= dl.end and head < len(states):
-                    stopped = TIMEOUT
-                    break
+            now = time.monotonic()  # every state: one expansion can be slow (many tied ids)
+            if progress is not None and (head & 255) == 0 and now - last_report >= 0.2:
+                progress(len(states), d, now - start)
+                last_report = now
+            if dl.end is not None and now >= dl.end and head < len(states):
+                stopped = TIMEOUT
+                break
             if max_states is not None and len(states) > max_states and head < len(states):
                 stopped = STATE_LIMIT
                 break

@@ -232,8 +232,10 @@ class ModelGen:
     # -- the model ----------------------------------------------------------------------
     def model(self) -> GenModel:
         ch = self.ch
-        self.R = ch.int(1, 2)
-        self.P = ch.int(1, 3) if not self.small else ch.int(1, 2)
+        if self.small:  # two ids first: symmetry needs them (and shrinking keeps them)
+            self.R, self.P = ch.choice([2, 1]), ch.choice([2, 1])
+        else:
+            self.R, self.P = ch.int(1, 2), ch.int(1, 3)
         self.risky = ch.chance(0.5)
         self.cap = ch.int(1, 2)
         self.declare_vars()

@@ -22,12 +22,14 @@ The default run checks several hundred models; ``-m slow`` runs thousands.
 from __future__ import annotations
 
 import collections
+import gc
 import hashlib
 import itertools
 import linecache
 import random
 import re
 import sys
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,7 +73,8 @@ def compile_source(source: str, directory: Path, class_name: str = "Gen") -> tup
 def forget(system: System) -> None:
     """Drop a generated model's module (thousands of them in the slow runs)."""
     sys.modules.pop(system.loaded.module.__name__, None)
-    linecache.checkcache(str(system.loaded.path))
+    for name in (str(system.loaded.path), str(system.loaded.path.resolve())):
+        linecache.cache.pop(name, None)
 
 
 # -- 1. concrete vs symbolic steps ----------------------------------------------------------
@@ -439,7 +442,7 @@ def test_engines_agree_many(model: GenModel, tmp_path_factory: Any) -> None:
     check_engines(model, tmp_path_factory.mktemp("engines"))
 
 
-# -- known bugs found by these tests (minimal models; strict: fix the bug, drop the mark) --------------
+# -- bugs these tests found, as minimal models (strict xfail while open, plain tests once fixed) ----
 
 def _summary(outcome: Any) -> Any:
     if isinstance(outcome, BaseException):
@@ -504,6 +507,8 @@ class M(Model):
 
 
 def test_effectful_helper_in_leading_require(write_model: Any) -> None:
+    """Was a bug: the generated guard ran such a helper on the state tuple, outside the
+    body's try (explicit crashed with _Disabled or TypeError; BMC said HOLDS)."""
     path = write_model(EFFECT_IN_LEADING_REQUIRE)
     try:
         compile_model(load_model(path))
@@ -591,6 +596,8 @@ class M(Model):
 
 
 def test_model_error_in_invariant_is_found_by_every_engine(write_model: Any) -> None:
+    """Was a bug: the symbolic interpretation dropped model errors inside invariants
+    (explicit reported the index error, BMC and PDR said HOLDS)."""
     path = write_model(INVARIANT_INDEX_ERROR)
     full = _outcome(lambda: explore(compile_model(load_model(path)), symmetry=False))
     bmc = _outcome(lambda: run_bmc(compile_model(load_model(path)), depth=5, timeout=60))
@@ -620,6 +627,8 @@ class M(Model):
 
 
 def test_helper_call_under_constant_false_guard(write_model: Any) -> None:
+    """Was a bug: the symbolic interpretation crashed (AttributeError on None) on a
+    helper call under a constant-false guard."""
     path = write_model(DEAD_CALL)
     full = _outcome(lambda: explore(compile_model(load_model(path)), symmetry=False))
     bmc = _outcome(lambda: run_bmc(compile_model(load_model(path)), depth=2, timeout=60))
@@ -647,6 +656,8 @@ class M(Model):
 
 
 def test_page_symmetry_without_page_state(write_model: Any) -> None:
+    """Was a bug: page symmetry with no per-page state made Canonicalizer._image raise
+    IndexError (explicit with symmetry, BMC, PDR)."""
     path = write_model(NO_PAGE_STATE)
     full = _outcome(lambda: explore(compile_model(load_model(path)), symmetry=False))
     reduced = _outcome(lambda: explore(compile_model(load_model(path)), symmetry=True))
@@ -675,10 +686,21 @@ class M(Model):
 
 
 def test_symmetry_alarm_does_not_change_the_outcome(write_model: Any) -> None:
+    """Was a bug: a model error on the symmetry alarm's random walk escaped, so explicit
+    with symmetry (and BMC) stopped with it before reporting the 1-step violation."""
     path = write_model(ERROR_AFTER_EVERY_VERDICT)
     full = _outcome(lambda: explore(compile_model(load_model(path)), symmetry=False))
     reduced = _outcome(lambda: explore(compile_model(load_model(path)), symmetry=True))
     assert _summary(full) == _summary(reduced)
+
+
+def test_parsed_bodies_do_not_outlive_their_model(write_model: Any) -> None:
+    _, system = compile_source(DEAD_CALL, write_model("").parent, "M")
+    ref = weakref.ref(system.loaded.decl.actions[0])
+    forget(system)
+    del system
+    gc.collect()
+    assert ref() is None
 
 
 # -- the generator itself ---------------------------------------------------------------------------

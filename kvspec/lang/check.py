@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -73,13 +72,8 @@ class ParsedBody:
         return [a.arg for a in self.tree.args.args]
 
 
-_PARSED: "weakref.WeakKeyDictionary[Any, ParsedBody]" = weakref.WeakKeyDictionary()
-
-
 def parse_body(fn: Callable[..., Any]) -> ParsedBody:
     """Parse a function's source; line numbers match its file."""
-    if fn in _PARSED:
-        return _PARSED[fn]
     file = inspect.getsourcefile(fn) or "<model>"
     try:
         lines, first = inspect.getsourcelines(fn)
@@ -96,9 +90,7 @@ def parse_body(fn: Callable[..., Any]) -> ParsedBody:
     if not isinstance(node, ast.FunctionDef):
         raise ModelError(f"{getattr(fn, '__name__', fn)} must be a plain function", file, first)
     node.decorator_list = []
-    parsed = ParsedBody(fn, node, file, first)
-    _PARSED[fn] = parsed
-    return parsed
+    return ParsedBody(fn, node, file, first)
 
 
 # -- the scope shared by all bodies of one system ------------------------------------------

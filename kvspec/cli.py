@@ -536,6 +536,17 @@ EPILOG = ("exit codes: 0 all properties hold/proved, 1 a violation, 2 usage or m
           "3 unknown (a limit was hit), 70 internal error (a bug in kvspec), 130 interrupted")
 
 
+@dataclass(frozen=True)
+class ParserKit:
+    """What a command module needs to add its subcommand to the parser: ``command(name,
+    help, func)`` makes the subparser, ``model_args``/``timeout_arg`` add the shared
+    options."""
+
+    command: Callable[[str, str, Callable[..., int]], argparse.ArgumentParser]
+    model_args: Callable[[argparse.ArgumentParser], None]
+    timeout_arg: Callable[[argparse.ArgumentParser], None]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kvspec",
@@ -631,6 +642,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = command("check-proof", "re-check a stored proof certificate", cmd_check_proof)
     c.add_argument("certificate", help="proofs/<model>.<size>.json")
     model_args(c)
+
+    kit = ParserKit(command, model_args, timeout_arg)
+    from kvspec.gate import check_cmd, diff_cmd
+    check_cmd.register(kit)
+    diff_cmd.register(kit)
     return parser
 
 

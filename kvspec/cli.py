@@ -16,24 +16,22 @@ import contextlib
 import json
 import math
 import os
-import shutil
 import sys
-import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, NoReturn, Sequence
+from typing import IO, Any, Callable, NoReturn, Sequence
 
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.loader import load_model, parse_sizes
 from kvspec.lang.system import System, compile_model
 from kvspec.report.text import make_console, print_result
+from kvspec.runner import ENGINES, load_certificate, run
 from kvspec.trace import DocumentError, InternalError, load_json_document
 from kvspec.verdict import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
-    EngineOutcome,
     Result,
     Stats,
     interrupted_verdicts,
@@ -41,10 +39,8 @@ from kvspec.verdict import (
 
 __all__ = ["EXIT_INTERNAL", "EXIT_INTERRUPTED", "build_parser", "entry", "main"]
 
-ENGINES = ("auto", "explicit", "bmc", "kind", "pdr")
 #: picture formats by ``-o`` / ``--render`` suffix (see kvspec.render.style.FORMATS)
 PICTURE_SUFFIXES = (".svg", ".png", ".pdf", ".dot", ".gv")
-CERT_FORMAT = "kvspec-proof/1"
 TRACE_FORMATS = ("kvspec-trace/1", "kvspec-result/1")
 
 
@@ -233,129 +229,7 @@ class _Progress:
             self.shown = False
 
 
-# -- stored certificates ----------------------------------------------------------------------
-
-def certificate_problem(doc: Any) -> str | None:
-    """Why ``doc`` is not shaped like a ``kvspec-proof/1`` certificate (None: it is).
-
-    Only the shape is checked (the types every consumer relies on); whether the
-    certificate is valid for a model is what ``check-proof`` decides."""
-    if not isinstance(doc, dict):
-        return f"expected a JSON object, got {type(doc).__name__}"
-    if doc.get("format") != CERT_FORMAT:
-        return f"format is {doc.get('format')!r}, expected {CERT_FORMAT!r}"
-    for key, kind, name in (("model", dict, "an object"), ("sizes", dict, "an object"),
-                            ("properties", list, "a list"), ("library_sha256", str, "a string"),
-                            ("method", str, "a string"), ("stats", dict, "an object")):
-        if key in doc and not isinstance(doc[key], kind):
-            return f"'{key}' must be {name}"
-    model = doc.get("model", {})
-    if "sha256" in model and not isinstance(model["sha256"], str):
-        return "'model.sha256' must be a string"
-    sizes = doc.get("sizes", {})
-    if any(isinstance(v, bool) or not isinstance(v, int) for v in sizes.values()):
-        return "'sizes' must map names to integers"
-    if any(not isinstance(p, str) for p in doc.get("properties", [])):
-        return "'properties' must be a list of property names"
-    inv = doc.get("invariant")
-    if not isinstance(inv, dict):
-        return "'invariant' must be an object"
-    if not isinstance(inv.get("smtlib2"), str):
-        return "'invariant.smtlib2' must be a string"
-    readable = inv.get("readable", [])
-    if not isinstance(readable, list) or any(not isinstance(r, str) for r in readable):
-        return "'invariant.readable' must be a list of strings"
-    if "sha256" in inv and not isinstance(inv["sha256"], str):
-        return "'invariant.sha256' must be a string"
-    clauses = inv.get("clauses", 0)
-    if isinstance(clauses, bool) or not isinstance(clauses, int):
-        return "'invariant.clauses' must be an integer"
-    return None
-
-
-def _load_certificate(path: str | Path) -> dict[str, Any]:
-    """The certificate document in ``path``; DocumentError when it is not one."""
-    what = "a kvspec certificate"
-    doc = load_json_document(path, what)
-    problem = certificate_problem(doc)
-    if problem is not None:
-        raise DocumentError(f"{path} is not {what}: {problem}")
-    return doc  # type: ignore[no-any-return]
-
-
-@contextlib.contextmanager
-def _usable_proofs_dir(system: System, args: argparse.Namespace, err: IO[str]
-                       ) -> Iterator[tuple[Path, Callable[[Any], Any]]]:
-    """The proofs directory to hand the engine, and a fix-up for what it returns.
-
-    ``auto`` re-checks the stored certificate of the model. One that is not a
-    certificate at all (a directory, not JSON, fields of the wrong types) is ignored
-    with a one-line warning: the engine gets an empty directory instead, so the
-    verdicts come from the other engines, never from that file. With ``--save-proof`` a
-    certificate written there replaces the broken file."""
-    proofs_dir = Path(args.proofs_dir)
-    if args.engine != "auto":
-        yield proofs_dir, lambda x: x
-        return
-    from kvspec.proofs.certificate import certificate_path
-    stored = certificate_path(system, proofs_dir)
-    if not stored.exists():
-        yield proofs_dir, lambda x: x
-        return
-    try:
-        _load_certificate(stored)
-    except DocumentError as exc:
-        err.write(f"kvspec: warning: ignoring the stored certificate: {_one_line(str(exc))}\n")
-    else:
-        yield proofs_dir, lambda x: x
-        return
-    with tempfile.TemporaryDirectory(prefix="kvspec-proofs-") as tmp:
-        fresh = certificate_path(system, Path(tmp))
-
-        def fix(value: Any) -> Any:
-            if isinstance(value, str):
-                return value.replace(str(fresh), str(stored)).replace(tmp, str(proofs_dir))
-            if isinstance(value, dict):
-                return {k: fix(v) for k, v in value.items()}
-            if isinstance(value, list):
-                return [fix(v) for v in value]
-            return value
-
-        yield Path(tmp), fix
-        if args.save_proof and fresh.is_file() and stored.is_file():
-            shutil.copyfile(fresh, stored)
-
-
 # -- commands ---------------------------------------------------------------------------------
-
-def run_engine(system: System, args: argparse.Namespace, progress: Callable[..., None],
-               proofs_dir: Path | None = None) -> EngineOutcome:
-    engine = args.engine
-    timeout = args.timeout
-    proofs = Path(args.proofs_dir) if proofs_dir is None else proofs_dir
-    if engine == "explicit":
-        from kvspec.engines.explicit import Limits, explore
-        out = explore(system, symmetry=not args.no_symmetry,
-                      limits=Limits(args.max_states, timeout), progress=progress)
-        return EngineOutcome(out.verdicts, out.stats, "explicit")
-    if engine == "bmc":
-        from kvspec.engines.bmc import run_bmc
-        return run_bmc(system, depth=args.depth, timeout=timeout, progress=progress,
-                       symmetry=not args.no_symmetry)
-    if engine == "kind":
-        from kvspec.engines.kind import run_kind
-        return run_kind(system, max_k=args.depth, timeout=timeout, progress=progress,
-                        symmetry=not args.no_symmetry)
-    if engine == "pdr":
-        from kvspec.engines.pdr import run_pdr
-        return run_pdr(system, timeout=timeout, save_proof=args.save_proof,
-                       proofs_dir=proofs, progress=progress, symmetry=not args.no_symmetry,
-                       max_states=args.max_states)
-    from kvspec.engines.auto import run_auto
-    return run_auto(system, timeout=timeout, max_states=args.max_states,
-                    symmetry=not args.no_symmetry, save_proof=args.save_proof,
-                    proofs_dir=proofs, progress=progress)
-
 
 def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     _check_output_file(args.render, "--render")
@@ -370,14 +244,12 @@ def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             raise UsageError(f"--save-proof: {_display(target)} is a directory")
     progress = _Progress(err, not args.json)
     try:
-        with _usable_proofs_dir(system, args, err) as (proofs_dir, fix):
-            outcome = run_engine(system, args, progress, proofs_dir)
-            for v in outcome.verdicts:
-                v.detail = fix(v.detail)
-            outcome.stats.extra = fix(outcome.stats.extra)
+        result = run(system, engine=args.engine, depth=args.depth, timeout=args.timeout,
+                     max_states=args.max_states, symmetry=not args.no_symmetry,
+                     save_proof=args.save_proof, proofs_dir=Path(args.proofs_dir),
+                     progress=progress, warn=lambda m: err.write(f"kvspec: warning: {m}\n"))
     finally:
         progress.done()
-    result = Result(system, outcome.engine or args.engine, outcome.verdicts, outcome.stats)
     if args.json:
         json.dump(result.to_json(), out, indent=2)
         out.write("\n")
@@ -510,7 +382,7 @@ def cmd_fuzz(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def cmd_check_proof(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    _load_certificate(args.certificate)
+    load_certificate(args.certificate)
     system = _system(args)
     _session(args).engine = "certificate"
     from kvspec.proofs.certificate import check_certificate

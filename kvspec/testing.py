@@ -23,7 +23,6 @@ runs on the tensor pool).
 """
 from __future__ import annotations
 
-import argparse
 import random
 import unittest
 from pathlib import Path
@@ -77,12 +76,9 @@ def check(model: ModelLike, *, sizes: Mapping[str, int] | None = None,
         outcome = run_fuzz(system, max_examples=max_examples, steps=steps, seed=seed,
                            timeout=timeout)
         return Result(system, "fuzz", outcome.verdicts, outcome.stats)
-    from kvspec.cli import run_engine  # the CLI's own dispatch, so the semantics match
-    args = argparse.Namespace(engine=engine, timeout=timeout, max_states=max_states,
-                              depth=depth, no_symmetry=not symmetry, save_proof=False,
-                              proofs_dir="proofs")
-    outcome = run_engine(system, args, lambda *a: None)
-    return Result(system, outcome.engine or engine, outcome.verdicts, outcome.stats)
+    from kvspec.runner import run  # the CLI's own dispatch, so the semantics match
+    return run(system, engine, depth=depth, timeout=timeout, max_states=max_states,
+               symmetry=symmetry)
 
 
 def _describe(system: System, verdict: Verdict) -> str:

@@ -15,7 +15,7 @@ from conftest import MODELS, ROOT, run_cli
 import kvspec.engines.auto
 import kvspec.engines.fuzz
 import kvspec.engines.pdr
-from kvspec.cli import certificate_problem
+from kvspec.runner import certificate_problem
 from kvspec.trace import MAX_JSON_DEPTH, DocumentError, json_depth, load_json_document
 
 STORED = next((ROOT / "proofs").glob("patched.*.json"))  # the default sizes' certificate

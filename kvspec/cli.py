@@ -15,8 +15,9 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import sys
+import threading
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,8 @@ from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.loader import load_model, parse_sizes
 from kvspec.lang.system import System, compile_model
 from kvspec.report.text import make_console, print_result
-from kvspec.runner import ENGINES, load_certificate, run
+from kvspec.report.wording import display_path, one_line
+from kvspec.runner import ENGINES, fuzz, load_certificate, run
 from kvspec.trace import DocumentError, InternalError, load_json_document
 from kvspec.verdict import (
     EXIT_INTERNAL,
@@ -46,18 +48,8 @@ TRACE_FORMATS = ("kvspec-trace/1", "kvspec-result/1")
 
 # -- messages ------------------------------------------------------------------------------
 
-def _display(path: str | os.PathLike[str] | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        rel = os.path.relpath(path)
-        return rel if not rel.startswith("..") else str(path)
-    except ValueError:
-        return str(path)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+_display = display_path
+_one_line = one_line
 
 
 def _error(err: IO[str], exc: BaseException) -> int:
@@ -205,24 +197,93 @@ def _system(args: argparse.Namespace, properties: list[str] | None = None) -> Sy
     return system
 
 
+#: when stderr is not a terminal: one progress line at most (and at least) this often
+PROGRESS_INTERVAL_S = 10.0
+
+
 class _Progress:
-    """A live progress line on a terminal; silent otherwise."""
+    """Progress of a long run on stderr, silent when disabled (``--json``).
 
-    def __init__(self, err: IO[str], enabled: bool) -> None:
+    On a terminal, a live line redrawn in place. Otherwise (CI logs, pipes) one line
+    at most every ``interval`` seconds, ``kvspec: bmc depth 12, 41 s``; a heartbeat
+    thread prints the last known stage even while an engine is inside one long solver
+    call, so a long run is never silent for more than ``interval`` seconds. The
+    engines call it as ``progress(states, depth, seconds, stage)``."""
+
+    def __init__(self, err: IO[str], enabled: bool, *, interval: float = PROGRESS_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic, heartbeat: bool = True) -> None:
         self.err = err
-        self.enabled = enabled and hasattr(err, "isatty") and err.isatty()
+        tty = hasattr(err, "isatty") and err.isatty()
+        self.enabled = enabled
+        self.live = enabled and tty
+        self.interval = interval
+        self.clock = clock
+        self.start = clock()
+        self.last_line = self.start
+        self.last: tuple[int, int, str] | None = None  # states, depth, stage
         self.shown = False
+        self.lines = 0  # progress lines written (not on a terminal)
+        self._heartbeat = heartbeat
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    def __call__(self, states: int, depth: int, elapsed: float) -> None:
+    def __call__(self, states: int, depth: int, elapsed: float, stage: str = "") -> None:
         if not self.enabled:
             return
-        rate = states / elapsed if elapsed > 0 else 0.0
-        self.err.write(f"\r  explored {states:,} states, depth {depth}, {elapsed:.1f} s "
-                       f"({rate:,.0f} states/s)   ")
+        with self._lock:
+            self.last = (states, depth, stage)
+        if self.live:
+            self._draw(states, depth, elapsed, stage)
+            return
+        self.tick()
+        if self._heartbeat and self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name="kvspec-progress",
+                                            daemon=True)
+            self._thread.start()
+
+    @staticmethod
+    def describe(states: int, depth: int, stage: str) -> str:
+        """``bmc depth 12``, ``explicit 41,000 states, depth 9``."""
+        if stage in ("", "explicit") or states:
+            return f"{stage or 'explicit'} {states:,} states, depth {depth}"
+        if stage == "coverage":
+            return "coverage exploration"
+        return f"{stage} depth {depth}"
+
+    def tick(self) -> bool:
+        """Not on a terminal: write one line if ``interval`` seconds passed since the
+        last one (or since the start). True when it wrote."""
+        with self._lock:
+            now = self.clock()
+            if self.last is None or now - self.last_line < self.interval:
+                return False
+            self.last_line = now
+            self.lines += 1
+            self.err.write(f"kvspec: {self.describe(*self.last)}, {now - self.start:.0f} s\n")
+            self.err.flush()
+            return True
+
+    def _beat(self) -> None:
+        while not self._stop.wait(min(1.0, self.interval / 2)):
+            self.tick()
+
+    def _draw(self, states: int, depth: int, elapsed: float, stage: str) -> None:
+        if stage in ("", "explicit"):
+            rate = states / elapsed if elapsed > 0 else 0.0
+            text = f"  explored {states:,} states, depth {depth}, {elapsed:.1f} s " \
+                   f"({rate:,.0f} states/s)"
+        else:
+            text = f"  {self.describe(states, depth, stage)}, {elapsed:.1f} s"
+        self.err.write(f"\r{text:<76.76}  ")
         self.err.flush()
         self.shown = True
 
     def done(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
         if self.shown:
             self.err.write("\r" + " " * 78 + "\r")
             self.err.flush()
@@ -231,36 +292,87 @@ class _Progress:
 
 # -- commands ---------------------------------------------------------------------------------
 
+def _proofs_dir(args: argparse.Namespace) -> Path:
+    """``--proofs-dir`` as given, else the model's own proofs directory (the nearest
+    ``pyproject.toml`` with ``[tool.kvspec]`` above the model, else ``proofs/`` next to
+    it): never relative to the current directory."""
+    if args.proofs_dir is not None:
+        return Path(args.proofs_dir)
+    from kvspec.proofs.location import default_proofs_dir
+    return default_proofs_dir(Path(args.model))
+
+
+def _python_file(args: argparse.Namespace) -> str | None:
+    """Where ``--format python`` / ``--python FILE`` writes the program (None: no program)."""
+    if args.format == "python" and not args.python:
+        raise UsageError("--format python needs --python FILE: the program is written to a "
+                         "file, not mixed into the report")
+    return args.python
+
+
+def _write_program(result: Result, model: str, path: str, err: IO[str]) -> int:
+    """The first counterexample as a runnable program in ``path``; 0, or 2 on an OSError."""
+    violated = [v for v in result.verdicts if v.trace is not None]
+    if not violated:
+        err.write("kvspec: no program written: no property is violated\n")
+        return 0
+    from kvspec.report.python_snippet import trace_program
+    first = violated[0]
+    assert first.trace is not None
+    try:
+        Path(path).write_text(trace_program(first.trace.to_json(), model, path))
+    except OSError as exc:
+        err.write(f"kvspec: error: cannot write {path}: {exc.strerror or exc}\n")
+        return EXIT_USAGE
+    others = [v.prop for v in violated[1:]]
+    note = f" (also violated: {', '.join(others)}; pick one with --property)" if others else ""
+    err.write(f"kvspec: counterexample program for {first.prop} written to {path}{note}\n")
+    return 0
+
+
+def _coverage_warnings(result: Result, err: IO[str]) -> None:
+    """Coverage findings as warnings: a design whose actions never fire must not pass
+    silently (the exit code stays the verdicts'). Findings of an incomplete exploration
+    are warned about only when the run succeeds; otherwise the report lists them."""
+    cov = result.coverage
+    if cov is None or (not cov.complete and result.exit_code != 0):
+        return
+    from kvspec.report.text import coverage_findings
+    for line in coverage_findings(result.coverage):
+        err.write(f"kvspec: warning: coverage: {line}\n")
+
+
 def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     _check_output_file(args.render, "--render")
-    if args.save_proof:
+    program = _python_file(args)
+    _check_output_file(program, "--python")
+    if args.save_proof and args.proofs_dir is not None:
         _check_proofs_dir(args.proofs_dir)
     system = _system(args, args.property or None)
     _session(args).engine = args.engine
+    proofs_dir = _proofs_dir(args)
     if args.save_proof:
+        _check_proofs_dir(str(proofs_dir))
         from kvspec.proofs.certificate import certificate_path
-        target = certificate_path(system, Path(args.proofs_dir))
+        target = certificate_path(system, proofs_dir)
         if target.is_dir():
             raise UsageError(f"--save-proof: {_display(target)} is a directory")
     progress = _Progress(err, not args.json)
     try:
         result = run(system, engine=args.engine, depth=args.depth, timeout=args.timeout,
                      max_states=args.max_states, symmetry=not args.no_symmetry,
-                     save_proof=args.save_proof, proofs_dir=Path(args.proofs_dir),
+                     save_proof=args.save_proof, proofs_dir=proofs_dir,
                      progress=progress, warn=lambda m: err.write(f"kvspec: warning: {m}\n"))
     finally:
         progress.done()
     if args.json:
         json.dump(result.to_json(), out, indent=2)
         out.write("\n")
-    elif args.format == "python":
-        from kvspec.report.python_snippet import trace_program
-        print_result(make_console(out), result, _display(args.model) or args.model)
-        for v in result.verdicts:
-            if v.trace is not None:
-                out.write(trace_program(v.trace.to_json(), args.model) + "\n")
     else:
         print_result(make_console(out), result, _display(args.model) or args.model)
+    _coverage_warnings(result, err)
+    if program and _write_program(result, args.model, program, err):
+        return EXIT_USAGE
     if args.render:
         violated = [v.trace for v in result.verdicts if v.trace is not None]
         if violated:
@@ -362,10 +474,8 @@ def cmd_fuzz(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     _check_output_file(args.output, "-o")
     system = _system(args, args.property or None)
     _session(args).engine = "fuzz"
-    from kvspec.engines.fuzz import run_fuzz
-    outcome = run_fuzz(system, max_examples=args.max_examples, steps=args.steps,
-                       seed=args.seed, timeout=args.timeout)
-    result = Result(system, "fuzz", outcome.verdicts, outcome.stats)
+    result = fuzz(system, max_examples=args.max_examples, steps=args.steps, seed=args.seed,
+                  timeout=args.timeout)
     doc = result.to_json()
     if args.json:
         json.dump(doc, out, indent=2)
@@ -462,12 +572,18 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--no-symmetry", action="store_true", help="turn symmetry reduction off")
     v.add_argument("--json", action="store_true", help="print the kvspec-result/1 JSON document")
     v.add_argument("--format", choices=("text", "python"), default="text",
-                   help="python: also print each counterexample as a runnable program")
+                   help="python: also write the first counterexample as a runnable program "
+                        "(needs --python FILE)")
+    v.add_argument("--python", metavar="FILE",
+                   help="write the first counterexample as a runnable Python program to FILE")
     v.add_argument("--render", type=picture_path, metavar="OUT",
                    help="draw the first counterexample (.svg, .png, .pdf or .dot)")
     v.add_argument("--save-proof", action="store_true",
-                   help="with pdr/auto: write proofs/<model>.<size>.json certificates")
-    v.add_argument("--proofs-dir", default="proofs", help="where certificates live")
+                   help="with pdr/auto: write <file>.<class>.<sizes>.json certificates")
+    v.add_argument("--proofs-dir", default=None, metavar="DIR",
+                   help="where certificates live (default: the proofs-dir of the nearest "
+                        "pyproject.toml with [tool.kvspec] above the model, else proofs/ "
+                        "next to the model)")
 
     s = command("show", "list sizes, state variables, actions and properties", cmd_show)
     model_args(s)
@@ -512,13 +628,17 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("-o", "--output", help="also write the result JSON here")
 
     c = command("check-proof", "re-check a stored proof certificate", cmd_check_proof)
-    c.add_argument("certificate", help="proofs/<model>.<size>.json")
+    c.add_argument("certificate", help="proofs/<file>.<class>.<sizes>.json")
     model_args(c)
 
     kit = ParserKit(command, model_args, timeout_arg)
     from kvspec.gate import check_cmd, diff_cmd
+    from kvspec.audit import audit_cmd
+    from kvspec.liveness import live_cmd
     check_cmd.register(kit)
     diff_cmd.register(kit)
+    live_cmd.register(kit)
+    audit_cmd.register(kit)
     return parser
 
 

@@ -4,16 +4,25 @@ mean the same by a verdict.
 
 ``run`` also looks after the stored certificate ``auto`` re-checks: one that is not a
 certificate at all (a directory, not JSON, fields of the wrong types) is ignored with a
-warning and never decides a verdict.
+warning and never decides a verdict. Certificates live in the model's proofs directory
+(:func:`kvspec.proofs.location.default_proofs_dir`) unless ``proofs_dir`` is given.
+
+Every result carries coverage (:mod:`kvspec.coverage`): recorded by the explicit
+search (also ``auto``'s explicit stage), else — or when that search stopped early —
+computed by :func:`coverage_of` with a budget of ``RUNNER_MAX_STATES`` states (and
+what is left of the timeout).
 """
 from __future__ import annotations
 
 import contextlib
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from kvspec.coverage import RUNNER_MAX_STATES, Coverage, coverage_of
+from kvspec.engines.refine import run_exact
 from kvspec.lang.system import System
 from kvspec.trace import DocumentError, load_json_document
 from kvspec.verdict import EngineOutcome, Result
@@ -23,7 +32,10 @@ __all__ = ["CERT_FORMAT", "ENGINES", "certificate_problem", "load_certificate", 
 
 ENGINES = ("auto", "explicit", "bmc", "kind", "pdr")
 CERT_FORMAT = "kvspec-proof/1"
-ProgressFn = Callable[..., None]
+#: ``progress(states, depth, seconds, stage)``: states explored (0 for the symbolic
+#: engines), the depth being checked, seconds since the engine started, and the stage
+#: (``explicit``, ``bmc``, ``k-induction``, ``pdr``, ``pdr inference``, ``pdr round N``)
+ProgressFn = Callable[[int, int, float, str], None]
 
 
 def _silent(*_: Any) -> None:
@@ -124,15 +136,19 @@ def _usable_proofs_dir(system: System, engine: str, proofs_dir: Path, save_proof
 def run_engine(system: System, engine: str = "auto", *, depth: int = 30,
                timeout: float | None = None, max_states: int | None = None,
                symmetry: bool = True, save_proof: bool = False,
-               proofs_dir: Path = Path("proofs"), progress: ProgressFn | None = None
+               proofs_dir: Path | None = None, progress: ProgressFn | None = None
                ) -> EngineOutcome:
-    """One engine's outcome; ``proofs_dir`` is used as given (see :func:`run`)."""
+    """One engine's outcome; ``proofs_dir`` is used as given (see :func:`run`; None:
+    the model's proofs directory)."""
     progress = progress or _silent
+    if proofs_dir is None:
+        from kvspec.proofs.location import default_proofs_dir
+        proofs_dir = default_proofs_dir(system.loaded.path)
     if engine == "explicit":
         from kvspec.engines.explicit import Limits, explore
         out = explore(system, symmetry=symmetry, limits=Limits(max_states, timeout),
                       progress=progress)
-        return EngineOutcome(out.verdicts, out.stats, "explicit")
+        return EngineOutcome(out.verdicts, out.stats, "explicit", out.coverage)
     if engine == "bmc":
         from kvspec.engines.bmc import run_bmc
         return run_bmc(system, depth=depth, timeout=timeout, progress=progress,
@@ -154,15 +170,71 @@ def run_engine(system: System, engine: str = "auto", *, depth: int = 30,
 
 def run(system: System, engine: str = "auto", *, depth: int = 30, timeout: float | None = None,
         max_states: int | None = None, symmetry: bool = True, save_proof: bool = False,
-        proofs_dir: Path = Path("proofs"), progress: ProgressFn | None = None,
-        warn: Callable[[str], None] | None = None) -> Result:
-    """Verify every selected property of ``system`` with ``engine``."""
-    with _usable_proofs_dir(system, engine, Path(proofs_dir), save_proof,
-                            warn or (lambda _m: None)) as (usable, fix):
-        outcome = run_engine(system, engine, depth=depth, timeout=timeout,
-                             max_states=max_states, symmetry=symmetry, save_proof=save_proof,
-                             proofs_dir=usable, progress=progress)
-        for v in outcome.verdicts:
-            v.detail = fix(v.detail)
-        outcome.stats.extra = fix(outcome.stats.extra)
-    return Result(system, outcome.engine or engine, outcome.verdicts, outcome.stats)
+        proofs_dir: Path | None = None, progress: ProgressFn | None = None,
+        warn: Callable[[str], None] | None = None, coverage: bool = True) -> Result:
+    """Verify every selected property of ``system`` with ``engine``. ``proofs_dir``:
+    where certificates are read and written (None: the model's proofs directory, the
+    same from any working directory). ``coverage=False`` skips the coverage report."""
+    if proofs_dir is None:
+        from kvspec.proofs.location import default_proofs_dir
+        proofs_dir = default_proofs_dir(system.loaded.path)
+    started = time.monotonic()
+    calls = [0]
+
+    def once(target: System) -> Result:
+        # the first call checks every property; later ones (kvspec.engines.refine) only
+        # re-decide counterexamples through a saturated in-flight count, at a larger bound
+        calls[0] += 1
+        first = calls[0] == 1
+        left = timeout
+        if timeout is not None and not first:
+            left = max(timeout - (time.monotonic() - started), 0.001)
+        with _usable_proofs_dir(target, engine, Path(proofs_dir), save_proof and first,
+                                warn or (lambda _m: None)) as (usable, fix):
+            outcome = run_engine(target, engine, depth=depth, timeout=left,
+                                 max_states=max_states, symmetry=symmetry,
+                                 save_proof=save_proof and first, proofs_dir=usable,
+                                 progress=progress)
+            for v in outcome.verdicts:
+                v.detail = fix(v.detail)
+            outcome.stats.extra = fix(outcome.stats.extra)
+        return Result(target, outcome.engine or engine, outcome.verdicts, outcome.stats,
+                      outcome.coverage)
+
+    outcome = run_exact(system, once)
+    cov = outcome.coverage
+    if coverage and (cov is None or not cov.complete):
+        # none recorded, or the search stopped early (e.g. once every property was
+        # violated): a plain exploration within the runner's budget, kept if complete
+        fresh = _coverage(system, timeout, started, progress)
+        if cov is None or (fresh is not None and fresh.complete):
+            cov = fresh
+    return Result(system, outcome.engine or engine, outcome.verdicts, outcome.stats,
+                  cov if coverage else None)
+
+
+def _coverage(system: System, timeout: float | None, started: float,
+              progress: ProgressFn | None) -> Coverage | None:
+    """Coverage after an engine that does not record it: an exploration within
+    ``RUNNER_MAX_STATES`` states and what is left of ``timeout`` (None when nothing is)."""
+    left = None if timeout is None else timeout - (time.monotonic() - started)
+    if left is not None and left <= 0:
+        return None
+    if progress is not None:
+        progress(0, 0, time.monotonic() - started, "coverage")
+    return coverage_of(system, max_states=RUNNER_MAX_STATES, timeout=left)
+
+
+def fuzz(system: System, *, max_examples: int = 200, steps: int = 50, seed: int = 0,
+         timeout: float | None = None) -> Result:
+    """Randomised exploration with shrinking (Hypothesis); a counterexample through a
+    saturated in-flight count is re-decided like :func:`run`'s."""
+    from kvspec.engines.fuzz import run_fuzz
+
+    def once(target: System) -> Result:
+        outcome = run_fuzz(target, max_examples=max_examples, steps=steps, seed=seed,
+                           timeout=timeout)
+        return Result(target, "fuzz", outcome.verdicts, outcome.stats)
+
+    result = run_exact(system, once)
+    return Result(system, "fuzz", result.verdicts, result.stats)

@@ -63,22 +63,28 @@ def load(model: ModelLike, *, sizes: Mapping[str, int] | None = None,
 
 def check(model: ModelLike, *, sizes: Mapping[str, int] | None = None,
           properties: Sequence[str] | None = None, engine: str = "explicit",
-          timeout: float | None = None, max_states: int | None = None, depth: int = 30,
-          symmetry: bool = True, max_examples: int = 200, steps: int = 50,
+          model_class: str | None = None, timeout: float | None = None,
+          max_states: int | None = None, depth: int = 30, symmetry: bool = True,
+          proofs_dir: str | Path | None = None, max_examples: int = 200, steps: int = 50,
           seed: int = 0) -> Result:
     """Verify ``model`` with ``engine`` (explicit, bmc, kind, pdr, auto, fuzz) and return
-    the :class:`Result`; ``result.verdicts`` has one verdict per property."""
+    the :class:`Result`; ``result.verdicts`` has one verdict per property.
+
+    ``model_class`` picks the Model class of a file that defines several;
+    ``proofs_dir`` is where ``auto`` looks for a stored certificate to re-check (default:
+    wherever :func:`kvspec.runner.run` looks, as for ``kvspec verify``)."""
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r} (use one of {', '.join(ENGINES)})")
-    system = load(model, sizes=sizes, properties=properties)
+    system = load(model, sizes=sizes, properties=properties, model_class=model_class)
     if engine == "fuzz":
-        from kvspec.engines.fuzz import run_fuzz
-        outcome = run_fuzz(system, max_examples=max_examples, steps=steps, seed=seed,
-                           timeout=timeout)
-        return Result(system, "fuzz", outcome.verdicts, outcome.stats)
+        from kvspec.runner import fuzz
+        return fuzz(system, max_examples=max_examples, steps=steps, seed=seed, timeout=timeout)
     from kvspec.runner import run  # the CLI's own dispatch, so the semantics match
+    if proofs_dir is None:
+        return run(system, engine, depth=depth, timeout=timeout, max_states=max_states,
+                   symmetry=symmetry)
     return run(system, engine, depth=depth, timeout=timeout, max_states=max_states,
-               symmetry=symmetry)
+               symmetry=symmetry, proofs_dir=Path(proofs_dir))
 
 
 def _describe(system: System, verdict: Verdict) -> str:
@@ -97,14 +103,15 @@ def _sizes_text(system: System) -> str:
 
 def assert_holds(model: ModelLike, *, sizes: Mapping[str, int] | None = None,
                  properties: Sequence[str] | None = None, engine: str = "explicit",
-                 **options: Any) -> Result:
+                 model_class: str | None = None, **options: Any) -> Result:
     """Assert that every property of ``model`` is PROVED or HOLDS (exhaustively).
 
     A violation fails with its counterexample; UNKNOWN (a limit was hit) and a merely
     bounded HOLDS fail too: nothing short of a full check passes.  ``options`` go to
-    :func:`check` (``timeout``, ``max_states``, ``depth``, ``symmetry``).  Returns the
-    result for further assertions."""
-    result = check(model, sizes=sizes, properties=properties, engine=engine, **options)
+    :func:`check` (``timeout``, ``max_states``, ``depth``, ``symmetry``,
+    ``proofs_dir``).  Returns the result for further assertions."""
+    result = check(model, sizes=sizes, properties=properties, engine=engine,
+                   model_class=model_class, **options)
     bad = [v for v in result.verdicts if not v.is_success]
     if bad:
         lines = [f"{result.system.name} ({_sizes_text(result.system)}), engine {result.engine}: "
@@ -115,12 +122,13 @@ def assert_holds(model: ModelLike, *, sizes: Mapping[str, int] | None = None,
 
 
 def assert_violates(model: ModelLike, prop: str, *, sizes: Mapping[str, int] | None = None,
-                    engine: str = "explicit", max_steps: int | None = None,
-                    **options: Any) -> Trace:
+                    engine: str = "explicit", model_class: str | None = None,
+                    max_steps: int | None = None, **options: Any) -> Trace:
     """Assert that ``model`` violates ``prop`` and return the (concretely re-executed)
     counterexample trace; with ``max_steps``, also that it is at most that long.  Only
     ``prop`` is checked."""
-    result = check(model, sizes=sizes, properties=[prop], engine=engine, **options)
+    result = check(model, sizes=sizes, properties=[prop], engine=engine,
+                   model_class=model_class, **options)
     (verdict,) = [v for v in result.verdicts if v.prop == prop]
     if verdict.status is not Status.VIOLATED or verdict.trace is None:
         raise AssertionError(f"{result.system.name} ({_sizes_text(result.system)}): expected "
@@ -133,8 +141,9 @@ def assert_violates(model: ModelLike, prop: str, *, sizes: Mapping[str, int] | N
 
 
 def fuzz_test(model: ModelLike, *, sizes: Mapping[str, int] | None = None,
-              properties: Sequence[str] | None = None, max_examples: int = 100,
-              steps: int = 50, seed: int | None = None,
+              properties: Sequence[str] | None = None, model_class: str | None = None,
+              engine: str = "fuzz", max_examples: int = 100, steps: int = 50,
+              seed: int | None = None,
               verbosity: Verbosity = Verbosity.normal) -> type[unittest.TestCase]:
     """A ``unittest.TestCase`` class running the model's stateful Hypothesis machine.
 
@@ -142,8 +151,13 @@ def fuzz_test(model: ModelLike, *, sizes: Mapping[str, int] | None = None,
     runs it.  Rules are the model's actions, preconditions its guards, invariants its
     properties; a failure is shrunk by Hypothesis and reported as a
     ``PropertyViolation`` whose message lists the concrete schedule.  ``seed`` fixes the
-    run (default: derandomized, the same examples every time)."""
-    system = load(model, sizes=sizes, properties=properties)
+    run (default: derandomized, the same examples every time).  ``engine`` is accepted
+    for symmetry with the other helpers and must be ``"fuzz"``: the class *is* the
+    stateful fuzzer (use :func:`assert_holds` for the other engines)."""
+    if engine != "fuzz":
+        raise ValueError(f"fuzz_test runs the fuzz engine, not {engine!r} (use assert_holds "
+                         "or check for the other engines)")
+    system = load(model, sizes=sizes, properties=properties, model_class=model_class)
     machine = state_machine(system, name=f"{system.name}Fuzz")
     if seed is not None:
         machine = hypothesis_seed(seed)(machine)

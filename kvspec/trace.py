@@ -52,6 +52,11 @@ class Trace:
     prop: str
     initial: State
     steps: list[TraceStep] = field(default_factory=list)
+    #: a lasso (liveness counterexample): ``steps[loop_start:]`` repeat forever, the
+    #: last step returning to the state before ``steps[loop_start]`` (the initial
+    #: state when 0); ``len(steps)``: the last state repeats (nothing is enabled).
+    #: None for a finite (safety) counterexample. See ``docs/liveness.md``.
+    loop_start: int | None = None
 
     @property
     def violation(self) -> Violation | None:
@@ -90,7 +95,7 @@ class Trace:
                 "state": schema.to_json_state(st.state),
                 "violation": viol,
             })
-        return {
+        doc = {
             "format": TRACE_FORMAT,
             "model": {"name": self.system.name, "file": loaded.file, "sha256": loaded.sha256},
             "sizes": dict(self.system.sizes),
@@ -100,6 +105,9 @@ class Trace:
             "initial": schema.to_json_state(self.initial),
             "steps": steps,
         }
+        if self.loop_start is not None:
+            doc["loop_start"] = self.loop_start
+        return doc
 
     def _repr_svg_(self) -> str | None:  # Jupyter
         try:

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvspec.lang.system import System
 from kvspec.trace import Trace
+
+if TYPE_CHECKING:
+    from kvspec.coverage import Coverage
 
 RESULT_FORMAT = "kvspec-result/1"
 
@@ -82,6 +85,8 @@ class Result:
     engine: str
     verdicts: list[Verdict]
     stats: Stats
+    #: what the run saw fire (kvspec.coverage); information, never part of the verdict
+    coverage: Coverage | None = None
 
     @property
     def exit_code(self) -> int:
@@ -99,6 +104,7 @@ class Result:
                 "engine": self.engine,
                 "verdicts": [v.to_json() for v in self.verdicts],
                 "stats": self.stats.to_json(),
+                "coverage": self.coverage.to_json() if self.coverage is not None else None,
                 "exit_code": self.exit_code}
 
     def _repr_html_(self) -> str:  # Jupyter
@@ -121,3 +127,4 @@ class EngineOutcome:
     verdicts: list[Verdict]
     stats: Stats
     engine: str = ""
+    coverage: Coverage | None = None  # when the engine recorded it (explicit, auto)

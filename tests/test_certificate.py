@@ -12,6 +12,7 @@ import pytest
 from conftest import MODELS, run_cli, system_of
 
 from kvspec.engines.auto import run_auto
+from kvspec.engines.explicit import explore
 from kvspec.engines.pdr import run_pdr
 from kvspec.lang.loader import load_model
 from kvspec.lang.system import compile_model
@@ -49,7 +50,7 @@ def _render(check) -> str:  # type: ignore[no-untyped-def]
 
 def test_certificate_holds_hash_sizes_properties_and_both_renderings(proof) -> None:
     model, cert = proof
-    assert cert.name == "patched.requests=2,pages=2,prefill_capacity=2,max_need=3.json"
+    assert cert.name == "patched.PatchedPD.requests=2,pages=2,prefill_capacity=2,max_need=3.json"
     doc = json.loads(cert.read_text())
     system = compile_model(load_model(model), SIZES)
     assert doc["format"] == "kvspec-proof/1"
@@ -72,13 +73,32 @@ def test_check_accepts_the_certificate(proof) -> None:
     assert res.code == 0
 
 
-def test_another_model_version_is_rejected(proof, tmp_path: Path) -> None:
+def test_another_model_version_is_rechecked_not_rejected(proof, tmp_path: Path) -> None:
     model, cert = proof
     edited = tmp_path / "patched.py"
     edited.write_text(model.read_text() + "\n# a harmless comment\n")
     check = check_certificate(cert, compile_model(load_model(edited), SIZES))
+    assert check.ok, check.problems
+    assert any("another version of the model" in n for n in check.notes)
+
+
+def test_a_design_change_that_breaks_the_invariant_is_rejected(proof, tmp_path: Path) -> None:
+    model, cert = proof
+    edited = tmp_path / "patched.py"
+    source = model.read_text()
+    # release frees the pages without waiting for the writes to drain
+    guard = ("require(s.phase[r] == Phase.HELD)\n"
+             "        require(not (s.inflight == r).any())")
+    assert source.count(guard) == 1
+    changed = source.replace(guard, "require(s.phase[r] == Phase.HELD)")
+    edited.write_text(changed)
+    system = compile_model(load_model(edited), SIZES)
+    check = check_certificate(cert, system)
     assert not check.ok
-    assert any("another version of the model" in p for p in check.problems)
+    assert check.cti is not None
+    # and the change really does break the design
+    verdicts = {v.prop: v.status for v in explore(system).verdicts}
+    assert verdicts["no-reuse-before-drain"] is Status.VIOLATED
 
 
 def test_other_sizes_are_rejected(proof) -> None:
@@ -135,14 +155,46 @@ def test_weakened_invariant_shows_cti_and_property_gaps() -> None:
 
     inv = Invariant([z3.Not(v) for v in prop_only], [f"not {v}" for v in prop_only])
     check = verify_invariant(system, inv, [p.name for p in system.properties])
-    # the monitor flags alone allow states where the monitor's counters overflow
-    assert not check.ok and check.bad_state is not None
-    assert any("model errors" in p for p in check.problems)
-    assert "raises a model error" in _render(check)
+    # the monitor flags alone are not inductive: some step from a state they allow
+    # sets a flag
+    assert not check.ok and check.cti is not None
+    assert "counterexample to induction" in _render(check).lower()
     empty = verify_invariant(system, Invariant([z3.BoolVal(True)], ["true"]),
                              ["no-reuse-before-drain"])
     assert not empty.ok and empty.bad_state is not None
     assert any("does not exclude violations" in p for p in empty.problems)
+
+
+COUNTER = """
+from kvspec import Int, Model, Requests, action, require, var
+
+
+class Counter(Model):
+    requests = Requests(1)
+    n = var(Int(0, 2), init=0)
+    armed = var(bool, init=False)
+    properties = ("no-decode-after-rejection",)
+
+    @action
+    def inc(s):
+        require(s.n < 2 or s.armed)
+        s.n = s.n + 1
+"""
+
+
+def test_an_invariant_that_allows_a_model_error_is_rejected(tmp_path: Path) -> None:
+    import z3
+
+    path = tmp_path / "counter.py"
+    path.write_text(COUNTER)
+    system = compile_model(load_model(path), {})
+    flags = [f for f in system.state_vars() if str(f).startswith("violated:")]
+    # n == 2 with armed set is allowed by this invariant, and inc then overflows n
+    check = verify_invariant(system, Invariant([z3.Not(f) for f in flags], ["no flag"]),
+                             ["no-decode-after-rejection"])
+    assert not check.ok and check.bad_state is not None
+    assert any("model errors" in p for p in check.problems)
+    assert "raises a model error" in _render(check)
 
 
 def test_missing_and_malformed_files(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from kvspec.trace import MAX_JSON_DEPTH, DocumentError, json_depth, load_json_do
 STORED = next((ROOT / "proofs").glob("patched.*.json"))  # the default sizes' certificate
 #: small sizes for the runs that meet a broken stored certificate
 SMALL = "requests=1,pages=2"
-SMALL_NAME = "patched.requests=1,pages=2,prefill_capacity=2,max_need=3.json"
+SMALL_NAME = "patched.PatchedPD.requests=1,pages=2,prefill_capacity=2,max_need=3.json"
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
@@ -144,7 +144,7 @@ def test_save_proof_replaces_a_broken_stored_certificate(tmp_path: Path) -> None
     shutil.copy(MODELS / "single_node.py", model)
     proofs = tmp_path / "proofs"
     proofs.mkdir()
-    entry = proofs / "single_node.requests=1,pages=2,capacity=2,max_need=3.json"
+    entry = proofs / "single_node.SingleNode.requests=1,pages=2,capacity=2,max_need=3.json"
     entry.write_text('{"format": "kvspec-proof/1", "invariant": 5}')
     res = run_cli("verify", str(model), "--size", SMALL, "--proofs-dir", str(proofs),
                   "--save-proof", "--max-states", "1", "--json")

@@ -85,9 +85,20 @@ ENGINES = {
     "bmc": lambda s: run_bmc(s, depth=6, timeout=120),
     "kind": lambda s: run_kind(s, max_k=6, timeout=120),
     "pdr": lambda s: run_pdr(s, timeout=120, save_proof=False, proofs_dir=Path("proofs")),
-    "auto": lambda s: run_auto(s, timeout=120, max_states=None, symmetry=True,
-                               save_proof=False, proofs_dir=Path("no-such-proofs")),
+    # auto's explicit stage decides these small models alone; with a 5-state stage the
+    # solver stages run
+    "auto": lambda s: _auto_with_solvers(s, 120),
 }
+
+
+def _auto_with_solvers(system: System, timeout: float, symmetry: bool = True) -> Any:
+    saved = auto_mod.SMALL_STATES
+    auto_mod.SMALL_STATES = 5
+    try:
+        return run_auto(system, timeout=timeout, max_states=None, symmetry=symmetry,
+                        save_proof=False, proofs_dir=Path("no-such-proofs"))
+    finally:
+        auto_mod.SMALL_STATES = saved
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
@@ -246,8 +257,7 @@ RUNS = {
     "bmc": lambda s, t: run_bmc(s, depth=6, timeout=t),
     "kind": lambda s, t: run_kind(s, max_k=6, timeout=t),
     "pdr": lambda s, t: run_pdr(s, timeout=t, save_proof=False, proofs_dir=Path("proofs")),
-    "auto": lambda s, t: run_auto(s, timeout=t, max_states=None, symmetry=True,
-                                  save_proof=False, proofs_dir=Path("no-such-proofs")),
+    "auto": lambda s, t: _auto_with_solvers(s, t),
 }
 
 
@@ -279,8 +289,9 @@ def test_timeout_covers_inference(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pdr_mod, "enumerate_candidates",
                         _slow(30.0, pdr_mod.enumerate_candidates))
     start = time.monotonic()
+    # without the first BMC pass, so that the deadline falls inside the inference
     out = run_pdr(system_of("patched.py", SMALL), timeout=2.0, save_proof=False,
-                  proofs_dir=Path("proofs"))
+                  proofs_dir=Path("proofs"), quick_depth=0)
     assert time.monotonic() - start < 6.0
     assert all(v.status is Status.UNKNOWN for v in out.verdicts)
     assert any("inference" in v.detail for v in out.verdicts), out.verdicts
@@ -402,15 +413,14 @@ def _record_symmetry(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, bool]]
 SYM_RUNS = {
     "bmc": lambda s, on: run_bmc(s, depth=4, timeout=120, symmetry=on),
     "kind": lambda s, on: run_kind(s, max_k=3, timeout=120, symmetry=on),
-    "auto": lambda s, on: run_auto(s, timeout=120, max_states=None, symmetry=on,
-                                   save_proof=False, proofs_dir=Path("no-such-proofs")),
+    "auto": lambda s, on: _auto_with_solvers(s, 120, on),
 }
 
 
 @pytest.mark.parametrize("engine", sorted(SYM_RUNS))
 def test_no_symmetry_means_no_symmetry_breaking(monkeypatch: pytest.MonkeyPatch,
                                                 engine: str) -> None:
-    monkeypatch.setattr(auto_mod, "QUICK_BMC_SECONDS", 1.0)
+    monkeypatch.setattr(auto_mod, "QUICK_BMC_WORK", 4_000_000)
     seen = _record_symmetry(monkeypatch)
     off = SYM_RUNS[engine](system_of("buggy_pd.py", SMALL), False)
     assert seen and all(s == (False, False) for s in seen), seen
@@ -461,7 +471,7 @@ def test_auto_takes_holds_only_from_a_complete_search(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(explicit_mod, "explore", cut)
     monkeypatch.setattr(pdr_mod, "run_pdr", _no_pdr)
-    monkeypatch.setattr(auto_mod, "QUICK_BMC_SECONDS", 1.0)
+    monkeypatch.setattr(auto_mod, "QUICK_BMC_WORK", 4_000_000)
     out = run_auto(system_of("buggy_pd.py", SMALL), timeout=60, max_states=None,
                    symmetry=True, save_proof=False, proofs_dir=Path("no-such-proofs"))
     assert _success(out) == []
@@ -478,7 +488,7 @@ def test_auto_with_a_small_state_budget_never_says_holds(monkeypatch: pytest.Mon
                                                          ) -> None:
     monkeypatch.setattr(auto_mod, "SMALL_STATES", 20)
     monkeypatch.setattr(pdr_mod, "run_pdr", _no_pdr)
-    monkeypatch.setattr(auto_mod, "QUICK_BMC_SECONDS", 1.0)
+    monkeypatch.setattr(auto_mod, "QUICK_BMC_WORK", 4_000_000)
     out = run_auto(system_of("patched.py", SMALL), timeout=60, max_states=None, symmetry=True,
                    save_proof=False, proofs_dir=Path("no-such-proofs"))
     assert _success(out) == []

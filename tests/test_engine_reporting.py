@@ -83,7 +83,7 @@ def test_auto_reports_an_explicit_stage_that_stopped_early(monkeypatch: pytest.M
     from kvspec.verdict import EngineOutcome, Stats, Verdict
 
     monkeypatch.setattr(auto_mod, "SMALL_STATES", 25)
-    monkeypatch.setattr(auto_mod, "QUICK_BMC_SECONDS", 0.5)
+    monkeypatch.setattr(auto_mod, "QUICK_BMC_WORK", 2_000_000)
     monkeypatch.setattr(pdr_mod, "run_pdr", lambda system, **kw: EngineOutcome(
         [Verdict(p.name, Status.UNKNOWN, "pdr", "skipped") for p in system.properties],
         Stats(), "pdr"))

@@ -32,7 +32,9 @@ PROPS = ("no-decode-after-rejection", "rejection-is-terminal", "no-read-beyond-w
 #: import name -> distribution, for what importlib.metadata cannot tell (not installed)
 DISTRIBUTIONS = {"z3": "z3-solver", "torch": "torch", "numpy": "numpy",
                  "hypothesis": "hypothesis", "networkx": "networkx", "graphviz": "graphviz",
-                 "rich": "rich", "pytest": "pytest", "yaml": "pyyaml", "PIL": "pillow"}
+                 "rich": "rich", "pytest": "pytest", "yaml": "pyyaml", "PIL": "pillow",
+                 "tomli": "tomli", "fastjsonschema": "fastjsonschema",
+                 "jsonschema": "jsonschema"}
 
 
 def _normalize(name: str) -> str:

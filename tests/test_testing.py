@@ -92,3 +92,78 @@ def test_schedule_trace_of_any_run() -> None:
     assert doc["property"] == "rejection-is-terminal" and doc["steps"][-1]["violation"] is not None
     with pytest.raises(ValueError, match="step 1: prealloc"):
         schedule_trace(buggy, [trace.steps[-1].instance])
+
+
+TWO_MODELS = '''
+from kvspec import Model, Page, Pages, Request, Requests, action, emit, require
+
+
+class Safe(Model):
+    requests = Requests(2)
+    pages = Pages(2)
+    owner = pages.var(requests.optional, init=None)
+    inflight = pages.var(requests.optional, init=None)
+
+    @action
+    def alloc(s, r: Request, p: Page):
+        require(s.owner[p] is None and not (s.owner == r).any())
+        s.owner[p] = r
+        emit.alloc(r, p)
+
+    @action
+    def post(s, r: Request, p: Page):
+        require(s.owner[p] == r and s.inflight[p] is None)
+        s.inflight[p] = r
+        emit.post_write(r, p)
+
+    @action
+    def land(s, p: Page):
+        w = s.inflight[p]
+        require(w is not None)
+        s.inflight[p] = None
+        emit.land_write(w, p)
+
+    @action
+    def free(s, r: Request, p: Page):
+        require(s.owner[p] == r and s.inflight[p] is None)
+        s.owner[p] = None
+        emit.free(r, p)
+
+
+class Unsafe(Safe):
+    @action
+    def free(s, r: Request, p: Page):
+        """Frees the page while the write posted into it can still land."""
+        require(s.owner[p] == r)
+        s.owner[p] = None
+        emit.free(r, p)
+'''
+NRBD = "no-reuse-before-drain"
+
+
+def test_helpers_take_model_class_sizes_and_engine(tmp_path: Path) -> None:
+    path = tmp_path / "two.py"
+    path.write_text(TWO_MODELS)
+    result = assert_holds(path, model_class="Safe", sizes={"requests": 1}, engine="auto",
+                          proofs_dir=tmp_path / "proofs")
+    assert result.system.name == "Safe" and result.system.sizes == {"requests": 1, "pages": 2}
+    trace = assert_violates(path, NRBD, model_class="Unsafe", engine="bmc", max_steps=4)
+    # the write lands in the freed page, or another request is handed the page first
+    assert [s.instance.name for s in trace.steps][:3] == ["alloc", "post", "free"]
+    assert len(trace) == 4 and trace.steps[-1].instance.name in ("land", "alloc")
+    result = check(path, model_class="Unsafe", sizes={"pages": 1}, engine="explicit",
+                   properties=[NRBD])
+    assert result.system.sizes == {"requests": 2, "pages": 1}
+    assert result.verdicts[0].status is Status.VIOLATED and len(result.verdicts[0].trace) == 4
+    with pytest.raises(AssertionError, match=f"{NRBD}: VIOLATED"):
+        assert_holds(path, model_class="Unsafe", engine="explicit")
+    case = fuzz_test(path, model_class="Unsafe", properties=[NRBD], engine="fuzz",
+                     max_examples=60, steps=10, seed=2, verbosity=Verbosity.quiet)
+    outcome = unittest.TestResult()
+    case("runTest").run(outcome)
+    assert len(outcome.failures) == 1 and f"violates {NRBD}" in outcome.failures[0][1]
+    with pytest.raises(ValueError, match="fuzz_test runs the fuzz engine, not 'explicit'"):
+        fuzz_test(path, model_class="Safe", engine="explicit")
+    from kvspec.lang.errors import ModelError
+    with pytest.raises(ModelError, match="defines several models"):
+        assert_holds(path)

@@ -1,12 +1,28 @@
 """The default engine: a portfolio, cheapest conclusive method first.
 
-1. **Certificate** — if ``proofs/<model>.<sizes>.json`` exists for this exact model
+1. **Certificate** — if the stored certificate for this model class and sizes
+   (:func:`kvspec.proofs.certificate.certificate_path`) exists for this exact model
    version and re-checks, its properties are PROVED (certificate re-checked).
-2. **Quick BMC** — a few seconds of bounded model checking catches shallow bugs
-   with shortest counterexamples: VIOLATED (bmc, depth 9).
-3. **Exhaustive explicit search** when the state space is small (it completes
-   within a state and time budget): HOLDS (exhaustive) / VIOLATED (explicit).
-4. **PDR** otherwise: inferred inductive invariants, Spacer, deeper BMC.
+2. **Exhaustive explicit search** when the state space is small: it runs until it has
+   explored every reachable state or ``min(SMALL_STATES, SMALL_WORK / instances)``
+   states (50,000, and 2.5 million step-function calls; ``--max-states N`` replaces
+   that cap): HOLDS (exhaustive) / VIOLATED (explicit). A search the cap stops still
+   decides every violation within the depth it completed (breadth-first: shortest).
+3. **Quick BMC** for what is still open — bounded model checking up to depth
+   ``QUICK_BMC_DEPTH`` (12), within ``QUICK_BMC_WORK`` (100 million) Z3 resource units
+   (``rlimit``) for all its queries together: shallow bugs of large models, with
+   shortest counterexamples, VIOLATED (bmc, depth 9). When the work budget runs out
+   the stage stops at the depth it reached.
+4. **PDR** otherwise (:mod:`kvspec.engines.pdr`): inferred inductive invariants,
+   Spacer, deeper BMC, until it decides or the overall timeout. Its first BMC pass is
+   skipped (stage 3 did it); its interleaving of Spacer and BMC is time-sliced, which
+   changes only which of the two sound methods decides first, never the verdict.
+
+**Budgets are work, not seconds.** Stages 2 and 3 are bounded by depth, solver
+resources and states, so the same command reaches the same verdicts on an idle and
+on a loaded machine (Z3's resource counter is deterministic for a given Z3 version).
+The only wall-clock limit is ``--timeout`` for the whole run: hitting it makes what
+is still undecided UNKNOWN (timeout), never a success.
 
 Each verdict names the method that decided it.
 """
@@ -17,23 +33,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kvspec.coverage import Coverage
 from kvspec.engines.bmc import Deadline, Search, build
-from kvspec.engines.explicit import OutOfTime, check_count, check_timeout, time_limit
+from kvspec.engines.explicit import (TIMEOUT, OutOfTime, check_count, check_timeout,
+                                     time_limit)
 from kvspec.engines.transition import python_handles_ctrl_c
 from kvspec.lang.system import Property, System
 from kvspec.proofs.certificate import certificate_path, check_certificate
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
 
-ProgressFn = Callable[[int, int, float], None]
+ProgressFn = Callable[[int, int, float, str], None]  # states, depth, seconds, stage
 
-#: explicit search is used when the reachable states fit this budget ...
+#: explicit search decides when the reachable states fit this budget (states, not seconds) ...
 SMALL_STATES = 50_000
-#: ... and this many seconds
-SMALL_SECONDS = 10.0
-#: the quick BMC stage: at most this many seconds (and a fifth of the timeout) ...
-QUICK_BMC_SECONDS = 5.0
-#: ... and this depth
+#: ... and states × action instances (the step functions tried) fit this one: a model
+#: with many instances per state gets proportionally fewer states
+SMALL_WORK = 2_500_000
+#: the quick BMC stage: at most this depth ...
 QUICK_BMC_DEPTH = 12
+#: ... and this many Z3 resource units (``rlimit``) for all of its queries together
+#: (about 10-20 s of solving on a laptop core; at requests=4, pages=16 of buggy_pd it
+#: reaches the depth-9 counterexamples with room to spare)
+QUICK_BMC_WORK = 100_000_000
 
 
 def run_auto(system: System, *, timeout: float | None, max_states: int | None, symmetry: bool,
@@ -50,14 +71,16 @@ def run_auto(system: System, *, timeout: float | None, max_states: int | None, s
     stages: list[dict[str, Any]] = []
     stats = Stats()
     stopped = ""
+    coverage: list[Coverage] = []
     try:
         _certificate(system, proofs_dir, verdicts, stages, deadline)
         pending = [p for p in system.properties if p.name not in verdicts]
         if pending:
-            _quick_bmc(system, pending, verdicts, stages, stats, deadline, symmetry, progress)
-        if pending and not deadline.expired():
             pending = _explicit(system, pending, verdicts, stages, stats, deadline, max_states,
-                                symmetry, progress)
+                                symmetry, progress, coverage)
+        if pending and not deadline.expired():
+            _quick_bmc(system, pending, verdicts, stages, stats, deadline, symmetry, progress)
+            pending = [p for p in pending if p.name not in verdicts]
         if pending and not deadline.expired():
             _pdr(system, pending, verdicts, stages, deadline, max_states, symmetry, save_proof,
                  proofs_dir, progress)
@@ -71,7 +94,9 @@ def run_auto(system: System, *, timeout: float | None, max_states: int | None, s
             verdicts[p.name] = Verdict(p.name, Status.UNKNOWN, "auto", why)
     stats.seconds = deadline.elapsed()
     stats.extra["auto"] = stages
-    return EngineOutcome([verdicts[p.name] for p in system.properties], stats, "auto")
+    out = EngineOutcome([verdicts[p.name] for p in system.properties], stats, "auto")
+    out.coverage = coverage[0] if coverage else None
+    return out
 
 
 def _certificate(system: System, proofs_dir: Path, verdicts: dict[str, Verdict],
@@ -95,20 +120,20 @@ def _certificate(system: System, proofs_dir: Path, verdicts: dict[str, Verdict],
 def _quick_bmc(system: System, pending: list[Property], verdicts: dict[str, Verdict],
                stages: list[dict[str, Any]], stats: Stats, deadline: Deadline, symmetry: bool,
                progress: ProgressFn | None) -> None:
-    """2. A few seconds of BMC for shallow bugs (violations only leave ``pending``)."""
+    """3. BMC up to QUICK_BMC_DEPTH within QUICK_BMC_WORK solver resources, for shallow
+    bugs (violations only leave ``pending``)."""
     t0 = time.monotonic()
     ts = build(system, symmetry=symmetry, deadline=deadline)
     with time_limit(deadline, "bmc"):
-        search = Search(system, ts, deadline, "bmc")
-        left = deadline.left()
-        budget = QUICK_BMC_SECONDS if left is None else min(QUICK_BMC_SECONDS, 0.2 * left)
-        search.deepen(pending, verdicts, max_depth=QUICK_BMC_DEPTH,
-                      until=time.monotonic() + budget)
-    stages.append({"stage": "bmc", "depth": search.depth,
-                   "seconds": round(time.monotonic() - t0, 3)})
+        search = Search(system, ts, deadline, "bmc", work=QUICK_BMC_WORK, progress=progress)
+        search.deepen(pending, verdicts, max_depth=QUICK_BMC_DEPTH)
+    stage: dict[str, Any] = {"stage": "bmc", "depth": search.depth,
+                             "work": search.unroller.used, "work_budget": QUICK_BMC_WORK,
+                             "seconds": round(time.monotonic() - t0, 3)}
+    if search.gave_up:
+        stage["stopped"] = search.gave_up
+    stages.append(stage)
     stats.depth = max(search.depth, 0)
-    if progress is not None:
-        progress(search.depth, search.depth, deadline.elapsed())
 
 
 def _pdr(system: System, pending: list[Property], verdicts: dict[str, Verdict],
@@ -123,7 +148,7 @@ def _pdr(system: System, pending: list[Property], verdicts: dict[str, Verdict],
     if left is not None and left <= 0:
         return
     out = run_pdr(system, timeout=left, save_proof=save_proof, proofs_dir=proofs_dir,
-                  progress=progress, symmetry=symmetry, max_states=max_states)
+                  progress=progress, symmetry=symmetry, max_states=max_states, quick_depth=0)
     names = {p.name for p in pending}
     for v in out.verdicts:
         if v.prop in names and v.status is not Status.HOLDS:
@@ -134,23 +159,22 @@ def _pdr(system: System, pending: list[Property], verdicts: dict[str, Verdict],
 
 def _explicit(system: System, pending: list[Property], verdicts: dict[str, Verdict],
               stages: list[dict[str, Any]], stats: Stats, deadline: Deadline,
-              max_states: int | None, symmetry: bool, progress: ProgressFn | None
-              ) -> list[Property]:
-    """3. Exhaustive search when the state space is small: HOLDS only when it ran to
-    completion."""
+              max_states: int | None, symmetry: bool, progress: ProgressFn | None,
+              coverage: list[Coverage]) -> list[Property]:
+    """2. Exhaustive search when the state space is small (see the module docstring,
+    or the user's ``max_states``): HOLDS only when it ran to completion. Its
+    coverage is the run's coverage."""
     from kvspec.engines.explicit import Limits, explore
 
     t0 = time.monotonic()
-    left = deadline.left()
-    if max_states is None:  # "small": what fits the default budget
-        cap: int = SMALL_STATES
-        budget: float | None = SMALL_SECONDS if left is None else min(SMALL_SECONDS, 0.3 * left)
-    else:  # the user's own bound on the state space
-        cap, budget = max_states, None if left is None else 0.5 * left
-    if budget is not None and budget <= 0:
-        return pending
-    out = explore(system, symmetry=symmetry, limits=Limits(cap, budget), progress=progress,
+    if max_states is None:
+        cap = max(1, min(SMALL_STATES, SMALL_WORK // max(1, len(system.instances))))
+    else:
+        cap = max_states
+    out = explore(system, symmetry=symmetry, limits=Limits(cap, None), progress=progress,
                   deadline=deadline)
+    if out.coverage is not None:
+        coverage.append(out.coverage)
     stages.append({"stage": "explicit", "complete": out.complete, "stopped": out.stopped,
                    "states": out.stats.states, "seconds": round(time.monotonic() - t0, 3)})
     names = {p.name for p in pending}
@@ -159,6 +183,14 @@ def _explicit(system: System, pending: list[Property], verdicts: dict[str, Verdi
             continue
         if v.status is Status.VIOLATED or (v.status is Status.HOLDS and out.complete):
             verdicts[v.prop] = v
+    if out.stopped == TIMEOUT and deadline.expired():
+        # the run's deadline passed inside the search (its symmetry analysis, say):
+        # say where, as the other stages do
+        detail = next((v.detail for v in out.verdicts if v.status is Status.UNKNOWN), "")
+        phase = "the explicit search"
+        if detail.startswith("timeout during "):
+            phase = detail.removeprefix("timeout during ").split(",")[0]
+        raise OutOfTime(phase)
     if out.stats.states:
         stats.states, stats.transitions = out.stats.states, out.stats.transitions
         stats.symmetry = out.stats.symmetry

@@ -20,7 +20,7 @@ from kvspec.lang.system import ActionInstance, Property, System
 from kvspec.trace import InternalError, concretize
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
 
-ProgressFn = Callable[[int, int, float], None]
+ProgressFn = Callable[[int, int, float, str], None]  # states, depth, seconds, stage
 
 __all__ = ["Deadline", "OutOfTime", "Search", "Unroller", "build", "check_depth",
            "check_errors", "run_bmc"]
@@ -29,11 +29,18 @@ __all__ = ["Deadline", "OutOfTime", "Search", "Unroller", "build", "check_depth"
 class Unroller:
     """A solver holding frames ``0..depth`` of the transition system."""
 
-    def __init__(self, ts: TransitionSystem, *, from_init: bool = True) -> None:
+    def __init__(self, ts: TransitionSystem, *, from_init: bool = True, rlimit: int = 0,
+                 work: int | None = None) -> None:
+        """``rlimit``: Z3's resource limit for each query (0: none); ``work``: the Z3
+        resources all queries together may use (None: no limit). Both are budgets of
+        work, not seconds, so a query gives up at the same point on every machine."""
         self.ts = ts
         self.solver = ts.solver()
         self.depth = 0
         self._n = 0
+        self.rlimit = rlimit
+        self.work = work
+        self.used = 0  # Z3 resources used by the queries so far
         if from_init:
             self.solver.add(ts.init(ts.frame(0)))
         self.solver.add(*ts.domain(ts.frame(0)))
@@ -52,7 +59,18 @@ class Unroller:
         lit = z3.Bool(f"goal!{self._n}")
         self.solver.add(z3.Implies(lit, goal))
         deadline.arm(self.solver)
-        return check_sat(self.solver, lit)
+        limit = self.rlimit
+        if self.work is not None:
+            left = self.work - self.used
+            if left <= 0:
+                return z3.unknown
+            limit = left if limit == 0 else min(limit, left)
+        self.solver.set("rlimit", limit)
+        before = _resources(self.solver)
+        try:
+            return check_sat(self.solver, lit)
+        finally:
+            self.used += max(0, _resources(self.solver) - before)
 
     def model(self) -> z3.ModelRef:
         return self.solver.model()
@@ -64,6 +82,12 @@ class Unroller:
         if found is not None:
             return self.ts.schedule(model, t) + [found[0]]
         raise InternalError("bmc: solver reports a model error but none holds in its model")
+
+
+def _resources(solver: z3.Solver) -> int:
+    """Z3's resource counter (``rlimit count``; it only grows)."""
+    stats = solver.statistics()
+    return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
 
 
 def check_errors(unroller: Unroller, t: int, deadline: Deadline, engine: str) -> z3.CheckSatResult:
@@ -111,6 +135,8 @@ def run_bmc(system: System, *, depth: int, timeout: float | None,
         with time_limit(deadline, "bmc"):
             unroller = Unroller(ts)
             for k in range(depth + 1):
+                if progress is not None:  # "checking depth k" (a long solve is reported as such)
+                    progress(0, k, deadline.elapsed(), "bmc")
                 if k > 0:
                     res = check_errors(unroller, k - 1, deadline, "bmc")
                     if res == z3.unknown:
@@ -121,8 +147,6 @@ def run_bmc(system: System, *, depth: int, timeout: float | None,
                 if stopped:
                     break
                 reached = k
-                if progress is not None:
-                    progress(k, k, deadline.elapsed())
                 if not pending:
                     break
     except OutOfTime as exc:
@@ -177,27 +201,40 @@ class Search:
     """Bounded model checking, deepened on demand, for the properties still open."""
 
     def __init__(self, system: System, ts: TransitionSystem, deadline: Deadline,
-                 engine: str) -> None:
+                 engine: str, *, rlimit: int = 0, work: int | None = None,
+                 progress: ProgressFn | None = None) -> None:
+        """``rlimit``/``work``: Z3 resource limits per query and for all queries
+        (see :class:`Unroller`); ``progress`` is told each depth before it is checked."""
         self.engine = engine
         self.system = system
         self.ts = ts
         self.deadline = deadline
-        self.unroller = Unroller(ts)
+        self.unroller = Unroller(ts, rlimit=rlimit, work=work)
         self.depth = -1  # deepest depth completely checked
+        self.progress = progress
+        self.gave_up = ""  # why the solver gave up, when it did
 
     def deepen(self, pending: list[Property], verdicts: dict[str, Verdict], *,
-               max_depth: int, until: float) -> bool:
-        """Check depths ``depth + 1 ..`` up to ``max_depth`` or time ``until``; violated
-        properties leave ``pending``. False when the solver gave up."""
-        while pending and self.depth < max_depth and time.monotonic() < until:
+               max_depth: int, until: float | None = None) -> bool:
+        """Check depths ``depth + 1 ..`` up to ``max_depth`` (and, if given, until time
+        ``until``); violated properties leave ``pending``. False when the solver gave up
+        (``gave_up`` says why)."""
+        while pending and self.depth < max_depth and (until is None
+                                                       or time.monotonic() < until):
             k = self.depth + 1
+            if self.progress is not None:
+                self.progress(0, k, self.deadline.elapsed(), self.engine)
             if k > 0:
                 if check_errors(self.unroller, k - 1, self.deadline, self.engine) == z3.unknown:
+                    self.gave_up = _why(self.unroller, self.deadline, k)
                     return False
-                self.unroller.extend()
+                if self.unroller.depth < k:  # not yet: an earlier call may have given up at k
+                    self.unroller.extend()
             names = {p.name for p in pending}
-            if check_depth(self.system, self.ts, self.unroller, pending, verdicts, k,
-                            self.deadline):
+            why = check_depth(self.system, self.ts, self.unroller, pending, verdicts, k,
+                              self.deadline)
+            if why:
+                self.gave_up = why
                 return False
             for name in names - {p.name for p in pending}:
                 v = verdicts[name]

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kvspec.coverage import Coverage, CoverageRecorder
 from kvspec.engines.canon import Canonicalizer, Perm, compose, invert
 from kvspec.lang.schema import State
 from kvspec.lang.symmetry import SymmetryReport, analyse_symmetry
@@ -34,7 +35,7 @@ from kvspec.lang.types import PAGE, REQUEST
 from kvspec.trace import InternalError, concretize
 from kvspec.verdict import Stats, Status, Verdict
 
-ProgressFn = Callable[[int, int, float], None]
+ProgressFn = Callable[[int, int, float, str], None]  # states, depth, seconds, stage
 
 #: why a search ended before every reachable state was explored (``stats.explicit.stopped``)
 ALL_VIOLATED = "all-violated"
@@ -204,6 +205,7 @@ class ExplicitOutcome:
     parents: list[int] = field(default_factory=list)
     edges: list[tuple[int, int, int]] = field(default_factory=list)
     stopped: str | None = None
+    coverage: Coverage | None = None  # what the search saw fire (exact when complete)
 
 
 def _peak_mb() -> float:
@@ -222,9 +224,12 @@ def _run_deadline(limits: Limits, deadline: Deadline | None) -> Deadline:
 
 def explore(system: System, *, symmetry: bool = True, limits: Limits | None = None,
             progress: ProgressFn | None = None, keep_graph: bool = False,
-            count_orbits: bool = True, deadline: Deadline | None = None) -> ExplicitOutcome:
+            count_orbits: bool = True, deadline: Deadline | None = None,
+            coverage: bool = True) -> ExplicitOutcome:
     """Breadth-first search of every reachable state (up to ``limits``; ``deadline``:
-    the deadline of an enclosing run, which bounds this search too)."""
+    the deadline of an enclosing run, which bounds this search too). With
+    ``coverage`` the outcome records which actions, instances and events fired
+    (:mod:`kvspec.coverage`; per orbit under symmetry reduction)."""
     limits = limits or Limits()
     start = time.monotonic()
     dl = _run_deadline(limits, deadline)
@@ -265,6 +270,8 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
     canon_key = canon.key
     max_states = limits.max_states
     stopped: str | None = None
+    recorder = CoverageRecorder(system) if coverage else None
+    fired = recorder.fired if recorder is not None else None
     with system.machine.session():
         while head < len(states):
             if len(found) == len(props):
@@ -281,7 +288,9 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
                         if out is None:
                             continue
                         transitions += 1
-                        nxt, _events, violations = out
+                        nxt, events, violations = out
+                        if fired is not None:
+                            fired(inst.index, events)
                         for prop, _reason, _ev in violations:
                             if prop not in found:
                                 found[prop] = _Found(head, inst.index)
@@ -303,7 +312,7 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
             head += 1
             now = time.monotonic()  # every state: one expansion can be slow (many tied ids)
             if progress is not None and (head & 255) == 0 and now - last_report >= 0.2:
-                progress(len(states), d, now - start)
+                progress(len(states), d, now - start, "explicit")
                 last_report = now
             if dl.end is not None and now >= dl.end and head < len(states):
                 stopped = TIMEOUT
@@ -344,6 +353,9 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
     elif not use_canon:
         stats.symmetry["reduction_factor"] = 1.0
     out = ExplicitOutcome(verdicts, stats, report, exhausted, stopped=stopped)
+    if recorder is not None:
+        orbits = (canon.req_sym, canon.page_sym) if use_canon else (False, False)
+        out.coverage = recorder.result(complete=exhausted, states=len(states), symmetry=orbits)
     if keep_graph:
         out.states, out.parents, out.edges = states, parent, edges
     return out

@@ -432,7 +432,8 @@ def sample_states(system: Any, *, max_states: int = 30000, deadline: Any = None
             sizes[decl.name] = min(sizes[decl.name], 2)
         elif decl.dim == PAGE:
             sizes[decl.name] = min(sizes[decl.name], 4)
-    small = compile_model(system.loaded, sizes, [p.name for p in system.properties])
+    small = compile_model(system.loaded, sizes, [p.name for p in system.properties],
+                          inflight_bound=system.inflight_bound)
     out = explore(small, symmetry=True, limits=Limits(max_states=max_states), keep_graph=True,
                   deadline=deadline)
     return small.schema, out.states

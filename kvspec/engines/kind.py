@@ -24,7 +24,7 @@ from kvspec.engines.transition import TransitionSystem, check_sat
 from kvspec.lang.system import Property, System
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
 
-ProgressFn = Callable[[int, int, float], None]
+ProgressFn = Callable[[int, int, float, str], None]  # states, depth, seconds, stage
 
 
 class StepCase:
@@ -92,6 +92,8 @@ def run_kind(system: System, *, max_k: int, timeout: float | None,
             base = Unroller(ts)
             step = StepCase(ts)
             for k in range(max_k + 1):
+                if progress is not None:  # "checking k" (a long solve is reported as such)
+                    progress(0, k, deadline.elapsed(), "k-induction")
                 # base case: no violation (and no model error) at depth exactly k
                 if k > 0:
                     if check_errors(base, k - 1, deadline, "k-induction") == z3.unknown:
@@ -111,8 +113,6 @@ def run_kind(system: System, *, max_k: int, timeout: float | None,
                     stopped = _why(step.unroller.solver, deadline, k)
                     break
                 k_done = k
-                if progress is not None:
-                    progress(k, k, deadline.elapsed())
                 if res == z3.unsat:
                     for p in pending:
                         verdicts[p.name] = Verdict(p.name, Status.PROVED, "k-inductive",

@@ -56,7 +56,10 @@ from kvspec.proofs.certificate import Invariant, verify_invariant, write_certifi
 from kvspec.trace import InternalError
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
 
-ProgressFn = Callable[[int, int, float], None]
+ProgressFn = Callable[[int, int, float, str], None]  # states, depth, seconds, stage
+
+#: Z3 resource limit of one query of the first BMC pass (see :mod:`kvspec.engines.auto`)
+QUICK_BMC_RLIMIT = 20_000_000
 
 
 @dataclass
@@ -97,7 +100,8 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
                  sample_seconds=round(time.monotonic() - t0, 2))
     seed: list[int] = []
     if dict(small_schema.sizes) != dict(system.sizes):
-        small = compile_model(system.loaded, small_schema.sizes, [p.name for p in system.properties])
+        small = compile_model(system.loaded, small_schema.sizes, [p.name for p in system.properties],
+                              inflight_bound=system.inflight_bound)
         small_ts = TransitionSystem(small, "bv")
         small_sym = (symmetric[0] and small_schema.requests > 1,
                      symmetric[1] and small_schema.pages > 1)
@@ -364,17 +368,18 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
             report = analyse_symmetry(system, enabled=symmetry)
         symmetric = (report.requests, report.pages) if symmetry else (False, False)
         ts = TransitionSystem(system, "bv", symmetric, deadline=deadline)
-        # 1. shallow bugs: a few seconds of bounded model checking
+        # 1. shallow bugs: bounded model checking up to ``quick_depth``, each query
+        # limited by work (QUICK_BMC_RLIMIT), not by seconds: the same on any machine
         with time_limit(deadline, "bmc"):
-            search = Search(system, ts, deadline, "pdr")
+            search = Search(system, ts, deadline, "pdr", rlimit=QUICK_BMC_RLIMIT,
+                            progress=progress)
             pending = list(system.properties)
-            budget = 10.0 if timeout is None else min(10.0, 0.25 * timeout)
-            search.deepen(pending, verdicts, max_depth=quick_depth,
-                          until=time.monotonic() + budget)
+            search.deepen(pending, verdicts, max_depth=quick_depth)
+            search.unroller.rlimit = 0  # the deeper BMC of step 3 runs without a limit
             depth = search.depth
         extra["quick_bmc_depth"] = search.depth
         if progress is not None:
-            progress(search.depth, search.depth, deadline.elapsed())
+            progress(0, max(search.depth, 0), deadline.elapsed(), "pdr inference")
         # 2. inference for the rest
         with time_limit(deadline, "invariant inference"):
             inferred = infer(system, ts, symmetric, deadline, [p.name for p in pending],
@@ -394,7 +399,7 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
                 spacer_inv = _decide(system, ts.twin("int"), search, clauses if sel else [],
                                      open_props, deadline, verdicts, extra,
                                      with_errors=sel is None or not sel.errors_excluded,
-                                     fallback=fallback)
+                                     fallback=fallback, progress=progress)
             depth = search.depth
             if spacer_inv is not None:
                 proved += [p.name for p in open_props if p.name not in verdicts]
@@ -465,14 +470,19 @@ def _undecided(check: Any) -> bool:
 def _decide(system: System, int_ts: TransitionSystem, search: Search,
             strengthening: list[z3.BoolRef], open_props: list[Property], deadline: Deadline,
             verdicts: dict[str, Verdict], extra: dict[str, Any], with_errors: bool,
-            fallback: str = "spacer") -> z3.BoolRef | None:
+            fallback: str = "spacer", progress: ProgressFn | None = None
+            ) -> z3.BoolRef | None:
     """Alternate Spacer (or our IC3) — can it prove the rest? — with deeper BMC
     (shortest counterexamples), with growing time slices. Returns the prover's
     invariant once the remaining properties are proved; None if time ran out first."""
     pending = [p for p in open_props if p.name not in verdicts]
     slice_s = 2.0
     spent = 0.0
+    round_no = 0
     while pending and not deadline.expired():
+        round_no += 1
+        if progress is not None:
+            progress(0, max(search.depth, 0), deadline.elapsed(), f"pdr round {round_no}")
         bad = mk_or([int_ts.bad(p) for p in pending])
         if with_errors:
             bad = z3.Or(bad, int_ts.any_error())

@@ -105,6 +105,10 @@ class Scope:
     properties: set[str]  # names `violate` may use (monitors)
     breaks: dict[str, list[str]] = field(default_factory=dict)
     functions: list[ir.Function] = field(default_factory=list)
+    #: monitor variables that are not stored: name -> (variable, the value of every element)
+    constants: dict[str, tuple[VarInfo, Any]] = field(default_factory=dict)
+    #: named integer constants monitor handlers may read as ``m.NAME``
+    handler_names: dict[str, int] = field(default_factory=dict)
     _cache: dict[tuple[Any, ...], ir.Function] = field(default_factory=dict)
     _stack: list[Any] = field(default_factory=list)
 

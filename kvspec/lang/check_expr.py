@@ -198,6 +198,17 @@ class ExprBuilder:
 
     def state_attr(self, node: ast.Attribute) -> Any:
         name = node.attr
+        if self.kind == "handler":
+            if name in self.scope.constants:
+                info, value = self.scope.constants[name]
+                t = of_value_type(info.type)
+                if info.dim == SCALAR:
+                    return constant_value(value, t, node.lineno)
+                return ir.Uniform(value, info, ty=ir.VecT(info.name, info.dim, t),
+                                  line=node.lineno)
+            if name in self.scope.handler_names:
+                v = self.scope.handler_names[name]
+                return self.const(v, ir.IntT(v, v), node)
         info: VarInfo | None = self.scope.var(name)
         if info is not None and (info.owner != "flag"):
             if self.kind == "handler" and info.owner == "model":
@@ -447,22 +458,28 @@ class ExprBuilder:
     # -- subscripts --------------------------------------------------------------------------
     def e_Subscript(self, node: ast.Subscript) -> ir.Expr:
         base = self.value(node.value)
-        if isinstance(base, ir.VecOf) and base.var.dim == PAGE_BY_REQUEST and base.row is None:
+        if (isinstance(base, (ir.VecOf, ir.Uniform)) and base.var.dim == PAGE_BY_REQUEST
+                and getattr(base, "row", None) is None and base.ty.dim == PAGE_BY_REQUEST):
             return self.two_d(base, node)
         if isinstance(node.slice, ast.Tuple):
             raise self.err(node, "multi-dimensional indexing is not supported")
         if not isinstance(base.ty, ir.VecT):
             raise self.err(node, f"{ast.unparse(node.value)} is {base.ty.describe()}; only state "
                                  "arrays (per-request / per-page variables) can be indexed")
-        assert isinstance(base, ir.VecOf)
+        assert isinstance(base, (ir.VecOf, ir.Uniform))
         idx = self.value(node.slice)
         if isinstance(idx.ty, (ir.MaskT, ir.VecT)):
             raise self.err(node, "a mask can only index the target of an assignment "
                                  "(s.x[mask] = v); to read, reduce the mask")
+        if isinstance(base, ir.Uniform):
+            if not (isinstance(idx.ty, ir.RefT) and idx.ty.dim == base.ty.dim
+                    and not idx.ty.optional):
+                raise self.err(node, f"{base.var.name} is indexed by {base.ty.dim} ids")
+            return constant_value(base.value, base.ty.elem, node.lineno)
         idx, check = self.index(base.var, idx, node)
         return ir.Load(base.var, idx, check, ty=base.ty.elem, line=node.lineno)
 
-    def two_d(self, base: ir.VecOf, node: ast.Subscript) -> ir.Expr:
+    def two_d(self, base: ir.VecOf | ir.Uniform, node: ast.Subscript) -> ir.Expr:
         """``m.x[p, r]`` (an element) or ``m.x[p]`` (the vector over requests of page p)
         of a (page, request) array; both indices must be ids of their space."""
         var = base.var
@@ -477,6 +494,11 @@ class ExprBuilder:
                                      f"{e.ty.describe()}")
             ids.append(e)
         elem = of_value_type(var.type)
+        if isinstance(base, ir.Uniform):
+            if len(ids) == 1:
+                return ir.Uniform(base.value, var, ty=ir.VecT(var.name + "[row]", "request", elem),
+                                  line=node.lineno)
+            return constant_value(base.value, elem, node.lineno)
         if len(ids) == 1:
             return ir.VecOf(var, ids[0], ty=ir.VecT(var.name + "[row]", "request", elem),
                             line=node.lineno)
@@ -523,6 +545,14 @@ class ExprBuilder:
                              "parallel assignment")
 
     e_List = e_Tuple
+
+
+def constant_value(value: Any, ty: Any, line: int) -> ir.Expr:
+    """An element of an unstored monitor variable: its initial value (an empty
+    reference is the literal None, never a literal id)."""
+    if isinstance(ty, ir.RefT) and value == -1:
+        return ir.Const(-1, ty=ir.NONE, line=line)
+    return ir.Const(value, ty=ty, line=line)
 
 
 def is_model_function(fn: Any) -> bool:

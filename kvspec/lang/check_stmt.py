@@ -9,7 +9,7 @@ from typing import Any
 from kvspec.lang import ir
 from kvspec.lang.check_calls import domain
 from kvspec.lang.check_expr import RUNTIME_FUNCTIONS, ExprBuilder, _Marker
-from kvspec.lang.check_types import interval, join, of_value_type, widen, within
+from kvspec.lang.check_types import join, widen, within
 from kvspec.lang.declare import SCALAR
 from kvspec.lang.schema import VarInfo
 from kvspec.lang.types import PAGE_BY_REQUEST, BoolType, EnumType, IntType, RefType

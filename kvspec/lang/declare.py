@@ -113,10 +113,61 @@ def var(type_spec: Any, *, init: Any) -> VarDecl:
     return VarDecl(type_spec, init, SCALAR, line=_caller_line())
 
 
-def action(fn: Callable[..., None]) -> Callable[..., None]:
-    """Mark a method as an action. Parameters are annotated ``Request``, ``Page``,
-    ``Int(lo, hi)``, ``bool`` or an Enum; every combination is an action instance."""
+#: the fairness an action may declare (``@action(fair=...)``); None: unfair
+FAIRNESS = ("weak", "strong")
+
+
+def _caller_location() -> tuple[str | None, int | None]:
+    """File and line of the model code that called the decorator factory."""
+    frame = inspect.currentframe()
+    try:
+        caller = frame.f_back.f_back if frame and frame.f_back else None
+        return (caller.f_code.co_filename, caller.f_lineno) if caller else (None, None)
+    finally:
+        del frame
+
+
+def _mark_action(fn: Any, fair: str | None, where: tuple[str | None, int | None]
+                 ) -> Callable[..., None]:
+    if not inspect.isfunction(fn):
+        raise ModelError(f"@action applies to a function (a method of the model), not "
+                         f"{type(fn).__name__}", *where)
     fn._kv_kind = "action"  # type: ignore[attr-defined]
+    fn._kv_fair = fair  # type: ignore[attr-defined]
+    return fn
+
+
+def action(fn: Callable[..., None] | None = None, *, fair: str | None = None) -> Any:
+    """Mark a method as an action. Parameters are annotated ``Request``, ``Page``,
+    ``Int(lo, hi)``, ``bool`` or an Enum; every combination is an action instance.
+
+    ``@action(fair="weak")`` / ``@action(fair="strong")`` declare fairness for the
+    liveness checks (``docs/liveness.md``), per action instance: weak, an instance
+    that stays enabled forever is eventually taken; strong, an instance enabled
+    infinitely often is eventually taken. Plain ``@action`` (or ``fair=None``) is
+    unfair: the liveness checks assume nothing about when it runs."""
+    if fn is not None:
+        if isinstance(fn, str):
+            where = _caller_location()
+            raise ModelError(f"@action({fn!r}): give the fairness as a keyword, "
+                             f"@action(fair={fn!r})", *where)
+        return _mark_action(fn, None, _caller_location())
+    where = _caller_location()
+    if fair is not None and (not isinstance(fair, str) or fair not in FAIRNESS):
+        raise ModelError(f"@action(fair={fair!r}): fairness must be \"weak\" or \"strong\" "
+                         "(or left out: unfair)", *where)
+
+    def mark(f: Callable[..., None]) -> Callable[..., None]:
+        return _mark_action(f, fair, where)
+
+    return mark
+
+
+def final_state(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a method ``def final(s) -> bool`` as a legitimately final state: a state
+    where it holds and no action is enabled is not a deadlock (``docs/liveness.md``).
+    It is read-only like an invariant; several such predicates mean "any of them"."""
+    fn._kv_kind = "final_state"  # type: ignore[attr-defined]
     return fn
 
 
@@ -143,6 +194,10 @@ class ModelDecl:
     actions: list[Callable[..., Any]] = field(default_factory=list)
     invariants: list[Callable[..., Any]] = field(default_factory=list)
     properties: tuple[str, ...] | None = None
+    #: action name -> "weak" / "strong" (unfair actions are absent)
+    fairness: dict[str, str] = field(default_factory=dict)
+    #: ``@final_state`` predicates (a state where one holds is legitimately final)
+    final_states: list[Callable[..., Any]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -185,8 +240,23 @@ class Model:
                                      "that is not a function")
                 if kind == "action":
                     decl.actions.append(value)
+                    fair = _declared_fairness(cls, name)
+                    if fair is not None:
+                        decl.fairness[name] = fair
                 elif kind == "invariant":
                     decl.invariants.append(value)
+                elif kind == "final_state":
+                    decl.final_states.append(value)
         props = getattr(cls, "properties", None)
         decl.properties = tuple(props) if props is not None else None
         return decl
+
+
+def _declared_fairness(cls: type, name: str) -> str | None:
+    """The fairness of action ``name``: from its most derived ``@action`` decorator
+    (an undecorated override keeps the fairness of the action it overrides)."""
+    for klass in cls.__mro__:
+        fn = vars(klass).get(name)
+        if getattr(fn, "_kv_kind", None) == "action":
+            return getattr(fn, "_kv_fair", None)
+    return None

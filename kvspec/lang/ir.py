@@ -158,6 +158,15 @@ class VecOf(Expr):
 
 
 @dataclass(eq=False)
+class Uniform(Expr):
+    """A per-id array every element of which is ``value`` (``ty`` is a VecT): a monitor
+    variable that no event of the model can change, so it is not stored."""
+
+    value: Any
+    var: VarInfo
+
+
+@dataclass(eq=False)
 class Unary(Expr):
     op: str  # "not" (bool), "neg" (int), "invert" (mask)
     x: Expr

@@ -121,6 +121,9 @@ class PyGen:
             return f"W[{off} + {idx}]"
         if isinstance(e, ir.VecOf):
             return self.vec(e, fn)
+        if isinstance(e, ir.Uniform):
+            n = self.schema.counts[e.ty.dim] if e.ty.dim in self.schema.counts else e.var.length
+            return f"({e.value!r},) * {n}"
         if isinstance(e, ir.Unary):
             x = self.ex(e.x, fn)
             if e.op == "not":

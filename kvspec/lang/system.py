@@ -132,6 +132,7 @@ class System:
     _sym: SymExec | None = None
     _batches: list[Any] | None = None
     _inv_errors: tuple[Any, list[tuple[z3.BoolRef, str]]] | None = None
+    inflight_bound: int = library.INFLIGHT_BOUND
 
     @property
     def name(self) -> str:
@@ -321,9 +322,16 @@ def _check_size_bounds(counts: dict[str, int], decl: ModelDecl, sizes: dict[str,
 
 
 def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
-                  properties: list[str] | None = None) -> System:
+                  properties: list[str] | None = None, *,
+                  inflight_bound: int = library.INFLIGHT_BOUND,
+                  prune_monitor: bool = True) -> System:
     """Resolve sizes, lay out the state, check every body and build its IR, and
-    compile the concrete interpretation."""
+    compile the concrete interpretation.
+
+    ``inflight_bound``: writes per (page, request) the monitor counts exactly (see
+    :mod:`kvspec.props.library`). ``prune_monitor=False`` stores every monitor
+    variable of the selected properties, even those no emitted event can change
+    (for testing that leaving them out changes nothing)."""
     decl = loaded.decl
     file = loaded.file
     sizes = _resolve_sizes(decl, overrides or {}, file)
@@ -370,40 +378,14 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
         if counts[PAGE] == 0 and name in (library.NRBW, library.NRBD) and properties:
             raise UsageError(f"property {name!r} watches pages, but {decl.name} declares no "
                              "pages = Pages(n)")
-    monitor_vars = library.monitor_vars([n for n in wanted if n in library.LIBRARY])
-    for mv in monitor_vars:
-        if mv.dim != SCALAR and schema.length_of(mv.dim) == 0:
-            continue
-        vtype = resolve_type(mv.type_spec, sizes, counts, mv.name)
-        info = schema.add(mv.name, mv.dim, vtype, "monitor")
-        initial.extend(_init_values(mv, vtype, info.length, sizes))
-    props: list[Property] = []
-    for name in wanted:
-        if name in library.LIBRARY:
-            if counts[PAGE] == 0 and name in (library.NRBW, library.NRBD):
-                continue
-            info = schema.add(f"violated:{name}", SCALAR, BoolType(), "flag")
-            initial.append(False)
-            props.append(Property(name, "monitor", library.LIBRARY[name].summary,
-                                  flag=info.offset))
-        else:
-            fn = invariants[name]
-            props.append(Property(name, "invariant", (fn.__doc__ or "model invariant").strip()
-                                  .splitlines()[0], fn=fn))
-
+    selected = [n for n in wanted if n in library.LIBRARY
+                and not (counts[PAGE] == 0 and n in (library.NRBW, library.NRBD))]
     scope = Scope(schema, decl.cls, dict(EVENT_KINDS), set(library.LIBRARY))
+    scope.handler_names[library.SATURATED] = inflight_bound + 1
     state_t = ir.StateT()
-    for p in props:
-        if p.kind == "invariant":
-            pyfn = p.fn
-            body = parse_body(pyfn)
-            if len(body.params) != 1:
-                raise ModelError(f"invariant {pyfn.__name__} must take exactly the state",
-                                 body.file, body.tree.lineno)
-            p.ir = build_function(scope, pyfn, "invariant", [state_t])
-            p.file, p.line = body.file, body.tree.lineno
 
-    # actions
+    # actions (model code never reads monitor variables, so they come first: what they
+    # emit decides which monitor variables are stored)
     module_ns = vars(loaded.module)
     actions: list[ActionDef] = []
     for fn in decl.actions:
@@ -418,6 +400,45 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
         actions.append(ActionDef(fn.__name__, fn, f_ir, params, pyfn=fn))
     if not actions:
         raise ModelError(f"{decl.name} declares no @action", file)
+    emitted = emitted_kinds([a.ir for a in actions])
+    if not prune_monitor:
+        emitted = set(EVENT_KINDS)
+
+    for mv in library.monitor_vars(selected, inflight_bound):
+        if mv.dim != SCALAR and schema.length_of(mv.dim) == 0:
+            continue
+        vtype = resolve_type(mv.type_spec, sizes, counts, mv.name)
+        values = _init_values(mv, vtype, schema.length_of(mv.dim), sizes)
+        if library.stored(mv.name, emitted):
+            schema.add(mv.name, mv.dim, vtype, "monitor")
+            initial.extend(values)
+        else:
+            scope.constants[mv.name] = (VarInfo(mv.name, mv.dim, vtype, -1, len(values),
+                                                "constant"), values[0])
+    props: list[Property] = []
+    for name in wanted:
+        if name in library.LIBRARY:
+            if name not in selected:
+                continue
+            info = schema.add(f"violated:{name}", SCALAR, BoolType(), "flag")
+            initial.append(False)
+            props.append(Property(name, "monitor", library.LIBRARY[name].summary,
+                                  flag=info.offset))
+        else:
+            fn = invariants[name]
+            props.append(Property(name, "invariant", (fn.__doc__ or "model invariant").strip()
+                                  .splitlines()[0], fn=fn))
+
+    for p in props:
+        if p.kind == "invariant":
+            pyfn = p.fn
+            body = parse_body(pyfn)
+            if len(body.params) != 1:
+                raise ModelError(f"invariant {pyfn.__name__} must take exactly the state",
+                                 body.file, body.tree.lineno)
+            p.ir = build_function(scope, pyfn, "invariant", [state_t])
+            p.file, p.line = body.file, body.tree.lineno
+
     n_instances = 0
     for a in actions:
         k = 1
@@ -434,7 +455,8 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
             instances.append(ActionInstance(len(instances), a, tuple(combo)))
 
     handlers: dict[str, list[ir.Function]] = {}
-    for kind, pyfns in library.handlers([p.name for p in props if p.kind == "monitor"]).items():
+    monitored = [p.name for p in props if p.kind == "monitor"]
+    for kind, pyfns in library.handlers(monitored, emitted).items():
         for h in pyfns:
             types = [state_t, ir.RefT(REQUEST, False)]
             if EVENT_KINDS[kind]:
@@ -444,9 +466,26 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
             handlers.setdefault(kind, []).append(build_function(scope, h, "handler", types))
 
     system = System(loaded, sizes, schema, tuple(initial), actions, instances, props, handlers,
-                    scope)
+                    scope, inflight_bound=inflight_bound)
     _generate(system)
     return system
+
+
+def emitted_kinds(functions: list[ir.Function]) -> set[str]:
+    """The event kinds the given bodies (and every function they call) can emit."""
+    kinds: set[str] = set()
+    seen: set[int] = set()
+    todo = list(functions)
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for st in ir.walk_stmts(fn.body):
+            if isinstance(st, ir.Emit):
+                kinds.add(st.kind)
+        todo.extend(ir.calls_in(fn))
+    return kinds
 
 
 def _generate(system: System) -> None:

@@ -384,6 +384,9 @@ class SymExec:
             return acc
         if isinstance(e, ir.VecOf):
             return self.elems(e, fn)
+        if isinstance(e, ir.Uniform):
+            n = self.schema.counts[e.ty.dim] if e.ty.dim in self.schema.counts else e.var.length
+            return [const(ir.Const(e.value, ty=e.ty.elem))] * n
         if isinstance(e, ir.Unary):
             x = self.ex(e.x, fn)
             if e.op == "not":

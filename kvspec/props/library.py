@@ -19,9 +19,24 @@ Properties (``docs/modelling.md`` has the long form):
 
 In-flight writes are counted per (page, writer) — ``page_inflight_by[p, w]`` — so
 both properties mean exactly their sentence for any number of concurrent writers;
-a violation message lists the requests whose writes are in flight. Each property
-has its own monitor variables (``NEEDS``): only those of the selected properties
-are part of the state.
+a violation message lists the requests whose writes are in flight. A ``land_write``
+or ``drain`` with no write of that request in flight is a synchronous write (there
+is nothing to count down).
+
+The count is exact up to a bound ``K`` (``inflight_bound``, 3 unless the run raises
+it); one more post makes it ``K + 1``, which stands for "more than ``K``, no longer
+counted" and stays there: such a page is treated as having a write in flight from
+then on. That over-approximates (it can only add violations, never hide one), so
+a HOLDS or PROVED verdict is exact for any number of posts; a counterexample that
+passes through a saturated count is not trusted — the run is repeated with a larger
+bound (:mod:`kvspec.engines.refine`) until the counterexample is exact.
+
+Each property has its own monitor variables (``NEEDS``): only those of the selected
+properties are considered, and of those only the ones an event the model emits can
+move away from their initial value (``ESCAPES``) are stored. Every other update
+keeps a variable at its initial value (freeing a page that was never allocated
+leaves its owner ``None``, a synchronous landing leaves the count at 0), so an
+unstored variable reads as its initial value everywhere.
 """
 from __future__ import annotations
 
@@ -32,10 +47,11 @@ from kvspec.lang.declare import VarDecl
 from kvspec.lang.runtime import violate
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, Int, OptionalRef
 
-#: the most writes of one request that may be in flight into one page at a time
-#: (one per rank of a TP transfer, say); a model that posts more is a model error
-#: naming the line, never a silently wrong verdict
-MAX_INFLIGHT = 3
+#: writes of one request into one page counted exactly by default; ``K + 1`` means
+#: "more than K" (see the module docstring)
+INFLIGHT_BOUND = 3
+#: the bounds a run tries in turn while a counterexample passes a saturated count
+INFLIGHT_BOUNDS = (3, 7, 15)
 
 NDAR = "no-decode-after-rejection"
 RIT = "rejection-is-terminal"
@@ -63,12 +79,25 @@ LIBRARY: dict[str, PropertyInfo] = {
                        ("alloc", "land_write")),
 }
 
-#: monitor variables: name -> declaration (per request, per page, per (page, writer))
+#: monitor variables: name -> declaration (per request, per page, per (page, writer));
+#: the in-flight count's type is ``Int(0, K + 1)`` for the run's bound K
 MONITOR_VARS: dict[str, VarDecl] = {
     "rejected": VarDecl(bool, False, REQUEST, "rejected"),
     "page_owner": VarDecl(OptionalRef(REQUEST), None, PAGE, "page_owner"),
     "page_written": VarDecl(OptionalRef(REQUEST), None, PAGE, "page_written"),
-    "page_inflight_by": VarDecl(Int(0, MAX_INFLIGHT), 0, PAGE_BY_REQUEST, "page_inflight_by"),
+    "page_inflight_by": VarDecl(Int(0, INFLIGHT_BOUND + 1), 0, PAGE_BY_REQUEST,
+                                "page_inflight_by"),
+}
+
+#: the name the in-flight handlers use for the saturated count ``K + 1``
+SATURATED = "inflight_saturated"
+
+#: monitor variable -> the events whose update can move it away from its initial value
+ESCAPES: dict[str, tuple[str, ...]] = {
+    "rejected": ("reject",),
+    "page_owner": ("alloc",),
+    "page_written": ("land_write",),
+    "page_inflight_by": ("post_write",),
 }
 
 #: the monitor variables each property reads
@@ -168,11 +197,14 @@ def written_land(m, r, p):  # type: ignore[no-untyped-def]
 
 
 def inflight_post(m, r, p):  # type: ignore[no-untyped-def]
-    m.page_inflight_by[p, r] = m.page_inflight_by[p, r] + 1
+    if m.page_inflight_by[p, r] < m.inflight_saturated:
+        m.page_inflight_by[p, r] = m.page_inflight_by[p, r] + 1
 
 
 def inflight_done(m, r, p):  # type: ignore[no-untyped-def]
-    m.page_inflight_by[p, r] = m.page_inflight_by[p, r] - 1
+    n = m.page_inflight_by[p, r]
+    if n > 0 and n < m.inflight_saturated:
+        m.page_inflight_by[p, r] = n - 1
 
 
 #: property -> event kind -> checks
@@ -194,23 +226,41 @@ UPDATES: dict[str, dict[str, tuple[Any, ...]]] = {
 }
 
 
-def monitor_vars(selected: list[str]) -> list[VarDecl]:
+def monitor_vars(selected: list[str], inflight_bound: int = INFLIGHT_BOUND) -> list[VarDecl]:
     """The monitor variables the selected properties need (and no others)."""
     names: list[str] = []
     for prop in selected:
         for v in NEEDS.get(prop, ()):
             if v not in names:
                 names.append(v)
-    return [MONITOR_VARS[n] for n in MONITOR_VARS if n in names]
+    out = []
+    for n in MONITOR_VARS:
+        if n in names:
+            decl = MONITOR_VARS[n]
+            if n == "page_inflight_by":
+                decl = VarDecl(Int(0, inflight_bound + 1), 0, PAGE_BY_REQUEST, n)
+            out.append(decl)
+    return out
 
 
-def handlers(selected: list[str]) -> dict[str, list[Any]]:
-    """Event kind -> monitor functions to run, checks before updates."""
+def stored(var: str, emitted: set[str]) -> bool:
+    """Whether a monitor variable can leave its initial value, given the events a model
+    can emit (otherwise it is not stored: it reads as its initial value)."""
+    return any(kind in emitted for kind in ESCAPES[var])
+
+
+def handlers(selected: list[str], emitted: set[str] | None = None) -> dict[str, list[Any]]:
+    """Event kind -> monitor functions to run, checks before updates; with ``emitted``
+    only for those events, and no updates of a variable that is not stored."""
     out: dict[str, list[Any]] = {}
     for prop in selected:
         for kind, fns in CHECKS.get(prop, {}).items():
-            out.setdefault(kind, []).extend(fns)
+            if emitted is None or kind in emitted:
+                out.setdefault(kind, []).extend(fns)
     for var in monitor_vars(selected):
+        if emitted is not None and not stored(var.name, emitted):
+            continue
         for kind, fns in UPDATES[var.name].items():
-            out.setdefault(kind, []).extend(fns)
+            if emitted is None or kind in emitted:
+                out.setdefault(kind, []).extend(fns)
     return out

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kvspec.coverage import Coverage
 from kvspec.lang.schema import Schema
 from kvspec.trace import Trace
 from kvspec.verdict import Result, Status, Verdict
@@ -122,6 +123,68 @@ def stats_line(result: Result) -> str:
     return detail
 
 
+#: how many dead instances the coverage section names before "… (+N more)"
+DEAD_INSTANCES_SHOWN = 6
+
+
+def _never(cov: Coverage, plural: bool = False) -> str:
+    """How sure a zero count is: proven when the exploration was complete."""
+    if cov.complete:
+        return "never fire in any reachable state" if plural else \
+            "never fires in any reachable state"
+    return f"not seen in the {cov.states:,} states explored"
+
+
+def _listed(items: list[str], shown: int) -> str:
+    more = len(items) - shown
+    return ", ".join(items[:shown]) + (f", … (+{more} more)" if more > 0 else "")
+
+
+def coverage_findings(cov: Coverage) -> list[str]:
+    """One sentence per finding: dead actions and instances, watched events that never
+    occurred, vacuous invariants (what ``kvspec verify`` also warns about)."""
+    out = [f"action {name} {_never(cov)}" for name in cov.dead_actions]
+    dead_actions = set(cov.dead_actions)
+    instances = [label for label in cov.dead_instances
+                 if label.split("(", 1)[0] not in dead_actions]
+    if instances:
+        n = len(instances)
+        out.append(f"{n} action instance{'s' if n > 1 else ''} {_never(cov, n > 1)}: "
+                   f"{_listed(instances, DEAD_INSTANCES_SHOWN)}")
+    for prop, kinds in cov.unseen_events.items():
+        if cov.complete:
+            when = "never emitted in any reachable state"
+        else:
+            when = f"not emitted in the {cov.states:,} states explored"
+        out.append(f"{prop} watches {', '.join(kinds)}: {when} (the property may hold "
+                   "vacuously)")
+    for name in cov.vacuous_invariants:
+        out.append(f"invariant {name} is true in every state of the types: it constrains "
+                   "nothing")
+    return out
+
+
+def print_coverage(console: Console, cov: Coverage) -> None:
+    """The coverage section: one headline, then one line per finding."""
+    n_states = f"{cov.states:,} state{'' if cov.states == 1 else 's'}"
+    scope = f"every reachable state, {n_states}" if cov.complete else \
+        f"incomplete: {n_states} explored"
+    if cov.symmetry:
+        scope += ", up to symmetry"
+    findings = coverage_findings(cov)
+    head = Text.assemble(("coverage", "bold"), f" ({scope}): ")
+    if not findings:
+        n = len(cov.actions)
+        head.append(f"all {n} action{'s' if n != 1 else ''} fire; every watched event occurs",
+                    style="green" if cov.complete else "")
+        console.print(head, soft_wrap=True)
+        return
+    head.append(f"{len(findings)} finding{'s' if len(findings) > 1 else ''}", style="yellow")
+    console.print(head, soft_wrap=True)
+    for line in findings:
+        console.print(Text(f"  ! {line}", style="yellow"), soft_wrap=True)
+
+
 def print_result(console: Console, result: Result, path: str) -> None:
     system = result.system
     stats = result.stats
@@ -136,6 +199,8 @@ def print_result(console: Console, result: Result, path: str) -> None:
             console.print(Text(f"  note: {reason}", style="yellow"))
     for v in result.verdicts:
         console.print(verdict_line(v))
+    if result.coverage is not None:
+        print_coverage(console, result.coverage)
     console.print()
     for v in result.verdicts:
         if v.trace is not None:

@@ -1,0 +1,555 @@
+"""Trace validation: is a log a behaviour of the design given by ``--model``?
+
+The checker keeps the *set* of configurations the model can be in after the log read
+so far. A configuration is a model state plus the events still owed by the step that
+produced the last logged event (a step emits a list of events; they must appear in
+the log in order and consecutively — the events of one mask emission, ``free`` or
+``read`` of several pages, in any order among themselves). For each log event, every
+configuration either consumes it from its owed events, or — when it owes nothing —
+takes a bounded number of *silent* steps and then a step whose first logged event is
+this one. Steps come from the compiled system's concrete step function
+(:meth:`System.step`, the one the explicit engine uses). The monitor part of a state is
+reset after every step: conformance is about the model's own variables.
+
+Silent steps are steps whose events are all unlogged: actions declared
+``silent_actions`` in the mapping (their events are ignored), actions that emit nothing
+(``arrive``) or only kinds the mapping declares ``unlogged_events``, and actions whose
+events depend on the state (a ``free`` of a mask that may be empty). Before an event of
+request ``r``, silent steps of ``r`` and of actions with no request parameter are tried
+(up to ``closure_depth``); only when the event cannot be produced that way are silent
+steps of every live request tried. This is exact when one request's silent steps do not
+change what other requests' actions can do — true of the shipped models.
+
+**Id renaming.** The model has few request and page ids; the log has many. A log
+request is mapped to a free model request id at its first event; it is retired — its
+id reset to the initial values and reused — after its terminal event once, in every
+configuration, silent steps can bring it to a *dormant* state: no action instance with
+it as a parameter is enabled and no variable of another request or of a page refers to
+it (configurations are then replaced by those dormant states). A log page is mapped to
+a model page whose variables are all at their initial values; the mapping is dropped
+when the page is back at its initial values in every configuration and a page id is
+needed. Both rely on the model treating ids symmetrically (as the checker's symmetry
+reduction does) and on dormant requests staying dormant (DONE is absorbing in the
+shipped models). A log event of a retired request is checked as a new request's.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from kvspec.audit.logformat import LogEvent, PageKey, page_text
+from kvspec.audit.mapping import Mapping
+from kvspec.lang import ir
+from kvspec.lang.declare import SCALAR
+from kvspec.lang.errors import UsageError
+from kvspec.lang.schema import State
+from kvspec.lang.system import ActionDef, ActionInstance, System, emitted_kinds
+from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, RefType
+from kvspec.props.events import Event
+
+Config = tuple[State, tuple[Event, ...]]
+TERMINAL_KINDS = frozenset({"reject", "abort", "timeout", "finish"})
+ANY = -1
+
+
+class ConformanceLimit(Exception):
+    """Conformance cannot go on (too many live ids or configurations): unknown."""
+
+
+@dataclass
+class Nonconformance:
+    event: LogEvent
+    reason: str
+    states: list[list[str]] = field(default_factory=list)  # a few states, as assignments
+    enabled: list[list[str]] = field(default_factory=list)  # per state: enabled actions
+    configs: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.event.line, "event": self.event.to_json(), "reason": self.reason,
+                "configurations": self.configs,
+                "states": [{"state": s, "enabled": e} for s, e in zip(self.states, self.enabled)]}
+
+
+@dataclass
+class _ActionInfo:
+    action: ActionDef
+    req_pos: list[int]
+    page_pos: list[int]
+    may_be_silent: bool
+    declared_silent: bool
+    sig: dict[str, tuple[int, int]]  # kind -> (request param position | ANY, page position | ANY)
+
+
+def _must_emit(body: list[ir.Stmt], logged: set[str]) -> bool:
+    """Whether every run of ``body`` that completes emits an event of a logged kind
+    (conservative: False when unsure)."""
+    for st in body:
+        if isinstance(st, ir.Emit) and st.pages is None and st.kind in logged:
+            return True
+        if isinstance(st, ir.If):
+            if _must_emit(st.body, logged) and _must_emit(st.orelse, logged):
+                return True
+            if any(isinstance(x, ir.Return) for x in ir.walk_stmts(st.body + st.orelse)):
+                return False
+        elif isinstance(st, ir.Return):
+            return False
+        elif isinstance(st, ir.Do):
+            return False
+    return False
+
+
+def _signature(fn: ir.Function, params: list[str]) -> dict[str, tuple[int, int]]:
+    """Per event kind: which parameter the emitted request/page always is (ANY if not known)."""
+    assigned: set[str] = set()
+    for st in ir.walk_stmts(fn.body):
+        if isinstance(st, ir.Assign):
+            assigned.update(st.names)
+        elif isinstance(st, ir.For):
+            assigned.add(st.var)
+    helper_kinds = emitted_kinds(ir.calls_in(fn))
+    sig: dict[str, tuple[int, int]] = {k: (ANY, ANY) for k in helper_kinds}
+
+    def pos(e: ir.Expr | None) -> int:
+        if isinstance(e, ir.Local) and e.name in params and e.name not in assigned:
+            return params.index(e.name)
+        return ANY
+
+    seen: dict[str, list[tuple[int, int]]] = {}
+    for st in ir.walk_stmts(fn.body):
+        if isinstance(st, ir.Emit):
+            seen.setdefault(st.kind, []).append((pos(st.request), pos(st.page)))
+    for kind, sigs in seen.items():
+        if kind in sig:
+            continue
+        r = sigs[0][0] if all(s[0] == sigs[0][0] for s in sigs) else ANY
+        p = sigs[0][1] if all(s[1] == sigs[0][1] for s in sigs) else ANY
+        sig[kind] = (r, p)
+    return sig
+
+
+class Conformance:
+    def __init__(self, system: System, mapping: Mapping, *, closure_depth: int = 4,
+                 max_configs: int = 10_000) -> None:
+        self.system = system
+        self.closure_depth = closure_depth
+        self.max_configs = max_configs
+        self.unlogged = set(mapping.unlogged_events)
+        self.ignore = set(mapping.ignore_events)
+        names = {a.name for a in system.actions}
+        for s in mapping.silent_actions:
+            if s not in names:
+                raise UsageError(f"{mapping.file}: conformance.silent_actions: the model "
+                                 f"{system.name} has no action {s!r} (it has: "
+                                 f"{', '.join(sorted(names))})")
+        logged = set(k for k in _all_kinds() if k not in self.unlogged)
+        self.infos: list[_ActionInfo] = []
+        for a in system.actions:
+            params = [n for n, _ in a.params]
+            rp = [i for i, (_, t) in enumerate(a.params)
+                  if isinstance(t, RefType) and t.ref_dim == REQUEST]
+            pp = [i for i, (_, t) in enumerate(a.params)
+                  if isinstance(t, RefType) and t.ref_dim == PAGE]
+            declared = a.name in mapping.silent_actions
+            silent = declared or not _must_emit(a.ir.body, logged)
+            self.infos.append(_ActionInfo(a, rp, pp, silent, declared, _signature(a.ir, params)))
+        self.info_of = {id(i.action): i for i in self.infos}
+        self.R = system.schema.requests
+        self.P = system.schema.pages
+        # the monitor part of a state is reset after every step
+        self.reset = [(i, system.initial[i]) for v in system.schema.vars if v.owner != "model"
+                      for i in range(v.offset, v.offset + v.length)]
+        self.model_vars = [v for v in system.schema.vars if v.owner == "model"]
+        self.configs: set[Config] = {(self._canon(system.initial), ())}
+        self.req_of: dict[str, int] = {}
+        self.req_name: dict[int, str] = {}
+        self.page_of: dict[PageKey, int] = {}
+        self.page_key: dict[int, PageKey] = {}
+        self.candidates: set[str] = set()
+        self.retired: OrderedDict[str, int] = OrderedDict()  # recent, for messages only
+        self.line = 0
+        self._cand_cache: dict[tuple[str, int, int], list[ActionInstance]] = {}
+        self._silent_cache: dict[int, list[ActionInstance]] = {}
+        self._slot_cache: dict[int, list[Any]] = {}
+        self.failure: Nonconformance | None = None
+        self.events = 0
+        self.peak_configs = 1
+
+    # -- states ------------------------------------------------------------------------------
+    def _canon(self, state: Iterable[Any]) -> State:
+        if not self.reset:
+            return tuple(state)
+        w = list(state)
+        for i, v in self.reset:
+            w[i] = v
+        return tuple(w)
+
+    @staticmethod
+    def _step(state: State, inst: ActionInstance) -> tuple[list[Any], list[Event]] | None:
+        """The compiled step of ``inst`` (what :meth:`System.step` runs), without the
+        wrapping: (next state as a list, events) or None when disabled."""
+        out = inst.action.fn(state, *inst.args)
+        if out is None:
+            return None
+        return out[0], out[1]
+
+    def _canon_list(self, w: list[Any]) -> State:
+        for i, v in self.reset:
+            w[i] = v
+        return tuple(w)
+
+    def _logged(self, events: list[Event], info: _ActionInfo) -> tuple[Event, ...]:
+        if info.declared_silent:
+            return ()
+        return tuple(e for e in events if e.kind not in self.unlogged)
+
+    # -- instances ---------------------------------------------------------------------------
+    def _mapped_args(self, inst: ActionInstance, info: _ActionInfo, extra_q: int | None) -> bool:
+        for i in info.req_pos:
+            if inst.args[i] not in self.req_name:
+                return False
+        for i in info.page_pos:
+            a = inst.args[i]
+            if a not in self.page_key and a != extra_q:
+                return False
+        return True
+
+    def _candidates(self, kind: str, r: int, q: int | None) -> list[ActionInstance]:
+        key = (kind, r, -1 if q is None else q)
+        out = self._cand_cache.get(key)
+        if out is None:
+            out = []
+            for inst in self.system.instances:
+                info = self.info_of[id(inst.action)]
+                if info.declared_silent or kind not in info.sig:
+                    continue
+                rp, pp = info.sig[kind]
+                if rp != ANY and inst.args[rp] != r:
+                    continue
+                if pp != ANY and q is not None and inst.args[pp] != q:
+                    continue
+                out.append(inst)
+            self._cand_cache[key] = out
+        return out
+
+    def _silent(self, r: int | None) -> list[ActionInstance]:
+        """Silent-capable instances whose request parameters are all ``r`` (None: any)."""
+        key = -2 if r is None else r
+        out = self._silent_cache.get(key)
+        if out is None:
+            out = []
+            for inst in self.system.instances:
+                info = self.info_of[id(inst.action)]
+                if not info.may_be_silent:
+                    continue
+                if r is not None and any(inst.args[i] != r for i in info.req_pos):
+                    continue
+                out.append(inst)
+            self._silent_cache[key] = out
+        return out
+
+    def _closure(self, state: State, r: int | None, extra_q: int | None) -> list[State]:
+        seen = {state}
+        frontier = [state]
+        insts = [(i, self.info_of[id(i.action)]) for i in self._silent(r)]
+        insts = [(i, info) for i, info in insts if self._mapped_args(i, info, extra_q)]
+        for _ in range(self.closure_depth):
+            nxt = []
+            for s in frontier:
+                for inst, info in insts:
+                    res = self._step(s, inst)
+                    if res is None:
+                        continue
+                    if self._logged(res[1], info):
+                        continue
+                    t = self._canon_list(res[0])
+                    if t not in seen:
+                        seen.add(t)
+                        nxt.append(t)
+            if not nxt:
+                break
+            frontier = nxt
+        return list(seen)
+
+    # -- renaming ----------------------------------------------------------------------------
+    def _slot(self, live: str) -> int:
+        k = self.req_of.get(live)
+        if k is not None:
+            return k
+        free = [k for k in range(self.R) if k not in self.req_name]
+        if not free:
+            for c in list(self.candidates):
+                self._try_retire(c)
+            free = [k for k in range(self.R) if k not in self.req_name]
+        if not free:
+            raise ConformanceLimit(f"more than {self.R} requests of the log are live at once; "
+                                   f"give the model more with --size requests=N")
+        k = free[0]
+        self.req_of[live] = k
+        self.req_name[k] = live
+        return k
+
+    def _page(self, key: PageKey) -> int:
+        q = self.page_of.get(key)
+        if q is not None:
+            return q
+        free = [q for q in range(self.P) if q not in self.page_key]
+        if not free:
+            self._sweep_pages()
+            free = [q for q in range(self.P) if q not in self.page_key]
+        if not free:
+            raise ConformanceLimit(f"more than {self.P} pages of the log are in use at once; "
+                                   "give the model more with --size pages=N")
+        q = free[0]
+        self.page_of[key] = q
+        self.page_key[q] = key
+        return q
+
+    def _page_blank(self, state: State, q: int) -> bool:
+        init = self.system.initial
+        for v in self.model_vars:
+            if v.dim == PAGE:
+                if state[v.offset + q] != init[v.offset + q]:
+                    return False
+            elif v.dim == PAGE_BY_REQUEST:
+                b = v.offset + q * v.row
+                if state[b:b + v.row] != init[b:b + v.row]:
+                    return False
+        return True
+
+    def _sweep_pages(self) -> None:
+        for q in list(self.page_key):
+            if all(not pend and self._page_blank(s, q) for s, pend in self.configs):
+                del self.page_of[self.page_key.pop(q)]
+                self._cand_cache.clear()
+
+    def _dormant(self, state: State, k: int) -> bool:
+        for v in self.model_vars:
+            t = v.type
+            if isinstance(t, RefType) and t.ref_dim == REQUEST:
+                for i in range(v.offset, v.offset + v.length):
+                    if state[i] == k and not (v.dim == REQUEST and i == v.offset + k):
+                        return False
+        for guard, gargs, insts in self._slot_groups(k):
+            if guard is not None:
+                try:
+                    if not guard(state, *gargs):
+                        continue
+                except Exception:  # noqa: BLE001 - the full step reports it
+                    pass
+            for inst in insts:
+                if self._step(state, inst) is not None:
+                    return False
+        return True
+
+    def _slot_groups(self, k: int) -> list[tuple[Any, tuple[Any, ...], list[ActionInstance]]]:
+        """The instances with request ``k`` as a parameter, grouped by leading guard."""
+        out = self._slot_cache.get(k)
+        if out is None:
+            out = []
+            for guard, groups in self.system.batches():
+                for gargs, insts in groups:
+                    mine = [i for i in insts
+                            if k in [i.args[p] for p in self.info_of[id(i.action)].req_pos]]
+                    if mine:
+                        out.append((guard, gargs, mine))
+            self._slot_cache[k] = out
+        return out
+
+    def _reset_slot(self, state: State, k: int) -> State:
+        w = list(state)
+        init = self.system.initial
+        for v in self.model_vars:
+            if v.dim == REQUEST:
+                w[v.offset + k] = init[v.offset + k]
+            elif v.dim == PAGE_BY_REQUEST:
+                for p in range(v.length // v.row):
+                    w[v.offset + p * v.row + k] = init[v.offset + p * v.row + k]
+        return tuple(w)
+
+    def _try_retire(self, live: str) -> bool:
+        k = self.req_of.get(live)
+        if k is None:
+            self.candidates.discard(live)
+            return True
+        new: set[Config] = set()
+        for s, pend in self.configs:
+            if pend:
+                return False
+            dormant = [t for t in self._closure(s, k, None) if self._dormant(t, k)]
+            if not dormant:
+                return False
+            new.update((self._reset_slot(t, k), ()) for t in dormant)
+        self.configs = new
+        self.retired[live] = self.line
+        if len(self.retired) > 1024:
+            self.retired.popitem(last=False)
+        del self.req_of[live]
+        del self.req_name[k]
+        self.candidates.discard(live)
+        return True
+
+    # -- one event ---------------------------------------------------------------------------
+    def feed(self, ev: LogEvent) -> Nonconformance | None:
+        """Advance by one log event; the first event the model cannot produce is returned
+        (and kept in ``failure``; later events are not checked)."""
+        if self.failure is not None or ev.kind in self.ignore:
+            return None
+        if ev.kind in self.unlogged:
+            return None
+        self.events += 1
+        self.line = ev.line
+        r = self._slot(ev.request)
+        q = self._page(ev.page) if ev.page is not None else None
+        e = Event(ev.kind, r, q)
+        new = self._advance(e, r, q, local=True)
+        if not new:
+            new = self._advance(e, r, q, local=False)
+        if not new:
+            self.failure = self._explain(ev, e, r, q)
+            return self.failure
+        if len(new) > self.max_configs:
+            raise ConformanceLimit(f"line {ev.line}: more than {self.max_configs:,} model "
+                                   "states are consistent with the log (the log does not say "
+                                   "enough about the model's choices)")
+        self.configs = new
+        self.peak_configs = max(self.peak_configs, len(new))
+        if ev.kind in TERMINAL_KINDS:
+            self.candidates.add(ev.request)
+        if ev.request in self.candidates:
+            self._try_retire(ev.request)
+        return None
+
+    def _advance(self, e: Event, r: int, q: int | None, local: bool) -> set[Config]:
+        new: set[Config] = set()
+        for s, pend in self.configs:
+            if pend:
+                rest = _consume(pend, e)
+                if rest is not None:
+                    new.add((s, rest))
+                continue
+            starts = self._closure(s, r if local else None, q)
+            for t in starts:
+                for inst in self._candidates(e.kind, r, q):
+                    info = self.info_of[id(inst.action)]
+                    if not self._mapped_args(inst, info, q):
+                        continue
+                    res = self._step(t, inst)
+                    if res is None:
+                        continue
+                    logged = self._logged(res[1], info)
+                    if not logged:
+                        continue
+                    rest = _consume(logged, e)
+                    if rest is not None:
+                        new.add((self._canon_list(res[0]), rest))
+        return new
+
+    def finish(self) -> Nonconformance | None:
+        """At the end of the log: some configuration must owe no event."""
+        if self.failure is None and self.configs and all(p for _, p in self.configs):
+            owed = sorted({self._event_text(p[0]) for _, p in self.configs})
+            ev = LogEvent(0, None, "end", "-", None)
+            self.failure = Nonconformance(ev, "the log ends in the middle of a model step: "
+                                              f"it still owes {', '.join(owed[:4])}")
+        return self.failure
+
+    # -- explaining ----------------------------------------------------------------------------
+    def _event_text(self, e: Event) -> str:
+        name = self.req_name.get(e.request, f"model request {e.request}")
+        if e.page is None:
+            return f"{e.kind}({name})"
+        key = self.page_key.get(e.page)
+        return f"{e.kind}({name}, page {page_text(key) if key else f'model page {e.page}'})"
+
+    def _value(self, t: Any, value: Any) -> str:
+        if isinstance(t, RefType):
+            if value < 0:
+                return "None"
+            if t.ref_dim == REQUEST:
+                return self.req_name.get(value, f"model request {value}")
+            key = self.page_key.get(value)
+            return f"page {page_text(key)}" if key else f"model page {value}"
+        return t.fmt(value)
+
+    def describe(self, state: State, focus: int | None = None) -> list[str]:
+        """The model variables of ``state`` in the log's names: every variable of request
+        ``focus``, the values of other requests and of pages that are not initial."""
+        out = []
+        init = self.system.initial
+        for v in self.model_vars:
+            if v.dim == SCALAR:
+                out.append(f"{v.name} = {self._value(v.type, state[v.offset])}")
+            elif v.dim == REQUEST:
+                for k, name in sorted(self.req_name.items()):
+                    i = v.offset + k
+                    if k == focus or state[i] != init[i]:
+                        out.append(f"{v.name}[{name}] = {self._value(v.type, state[i])}")
+            elif v.dim == PAGE:
+                for q, key in sorted(self.page_key.items()):
+                    if state[v.offset + q] != init[v.offset + q]:
+                        out.append(f"{v.name}[page {page_text(key)}] = "
+                                   f"{self._value(v.type, state[v.offset + q])}")
+        return out
+
+    def _label(self, inst: ActionInstance) -> str:
+        parts = [self._value(t, a) for (_, t), a in zip(inst.action.params, inst.args)]
+        return f"{inst.name}({', '.join(parts)})"
+
+    def _explain(self, ev: LogEvent, e: Event, r: int, q: int | None) -> Nonconformance:
+        states: list[State] = []
+        owed: list[str] = []
+        for s, pend in sorted(self.configs, key=lambda c: (len(c[1]), c[0]))[:64]:
+            if pend:
+                owed.append(self._event_text(pend[0]))
+                continue
+            for t in self._closure(s, None, q):
+                if t not in states:
+                    states.append(t)
+        report = Nonconformance(ev, f"the model {self.system.name} cannot produce "
+                                    f"{ev.text()} here", configs=len(self.configs))
+        if ev.request in self.retired:
+            report.reason += (f"; {ev.request} was dormant in the model after line "
+                              f"{self.retired[ev.request]} (its id was retired), so this event "
+                              "is checked as a new request's")
+        if owed:
+            report.reason += f" (a step in progress owes {', '.join(sorted(set(owed))[:3])})"
+        for t in states[:3]:
+            report.states.append(self.describe(t, r))
+            enabled = []
+            for inst in self.system.instances:
+                info = self.info_of[id(inst.action)]
+                if not self._mapped_args(inst, info, None):
+                    continue
+                res = self._step(t, inst)
+                if res is None:
+                    continue
+                evs = self._logged(res[1], info)
+                shown = ", ".join(self._event_text(x) for x in evs[:4]) or "silent"
+                enabled.append(f"{self._label(inst)} -> {shown}")
+            report.enabled.append(enabled or ["(nothing enabled)"])
+        return report
+
+
+def _consume(pending: tuple[Event, ...], e: Event) -> tuple[Event, ...] | None:
+    """``pending`` without ``e``, if ``e`` is its first event or in its leading run of
+    same-kind, same-request page events (the pages of one mask emission); else None."""
+    if not pending:
+        return None
+    first = pending[0]
+    if first == e:
+        return pending[1:]
+    if first.page is None or first.kind != e.kind or first.request != e.request:
+        return None
+    for i in range(1, len(pending)):
+        x = pending[i]
+        if x.kind != first.kind or x.request != first.request or x.page is None:
+            return None
+        if x == e:
+            return pending[:i] + pending[i + 1:]
+    return None
+
+
+def _all_kinds() -> list[str]:
+    from kvspec.props.events import EVENT_KINDS
+    return list(EVENT_KINDS)

@@ -1,0 +1,280 @@
+"""``check_liveness``: the library liveness properties and deadlock freedom, by
+explicit search of the reachable product graph (:mod:`kvspec.liveness.graph`)
+and fair-cycle detection (:mod:`kvspec.liveness.fair_cycles`).
+
+Runs are infinite: a run takes a step whenever some action instance is enabled,
+and stays forever in a state where none is (it *stutters* there). Fairness
+(``@action(fair=...)``) rules out runs that starve a fair instance. A property is
+VIOLATED when some fair run leaves one of its obligations pending forever: a
+reachable cycle (or a state with nothing enabled) on which the obligation is
+pending at every state, no step discharges it, and every fair instance is taken
+or not enabled as its fairness requires. It HOLDS when the whole graph was
+explored and no such cycle exists; UNKNOWN otherwise (never a success).
+"""
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from dataclasses import dataclass
+
+from kvspec.engines.explicit import OutOfTime, check_count, check_timeout
+from kvspec.lang.errors import UsageError
+from kvspec.lang.system import ActionInstance, System
+from kvspec.liveness.fair_cycles import Component, fair_components, fair_cycle
+from kvspec.liveness.final import final_predicate
+from kvspec.liveness.graph import STATE_LIMIT, ProductGraph, explore_product
+from kvspec.liveness.lasso import Replayed, build_trace, replay_lasso
+from kvspec.liveness.obligations import DEADLOCK, LIVENESS, WEQ, WRITE_BOUND, Obligation, \
+    ObligationMonitor
+from kvspec.verdict import Stats, Status, Verdict
+
+FAIR_CYCLE = "fair-cycle"
+DEADLOCK_METHOD = "deadlock"
+
+
+@dataclass
+class Fairness:
+    """Which action instances are weakly / strongly fair in this run."""
+
+    weak_actions: list[str]
+    strong_actions: list[str]
+    weak: set[int]
+    strong: set[int]
+    ignored: bool = False  # declarations present but switched off
+
+    def text(self) -> str:
+        if self.ignored:
+            return "no fairness assumed (declarations ignored)"
+        parts = []
+        if self.weak_actions:
+            parts.append("weak fairness: " + ", ".join(self.weak_actions))
+        if self.strong_actions:
+            parts.append("strong fairness: " + ", ".join(self.strong_actions))
+        return "; ".join(parts) if parts else "no fairness assumed"
+
+
+def declared_fairness(system: System, use: bool = True) -> Fairness:
+    """The fairness the model declares (every instance of a fair action is fair)."""
+    decl = system.loaded.decl.fairness
+    weak_a = [a.name for a in system.actions if decl.get(a.name) == "weak"]
+    strong_a = [a.name for a in system.actions if decl.get(a.name) == "strong"]
+    if not use:
+        return Fairness([], [], set(), set(), ignored=bool(weak_a or strong_a))
+    weak = {i.index for i in system.instances if i.name in weak_a}
+    strong = {i.index for i in system.instances if i.name in strong_a}
+    return Fairness(weak_a, strong_a, weak, strong)
+
+
+@dataclass
+class _Lasso:
+    obligation: Obligation
+    entry: int
+    cycle: list[int]  # edge ids; [] = stutter at a state where nothing is enabled
+    prefix: list[int]
+
+
+def _peak_mb() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+
+
+def _find_lasso(pg: ProductGraph, prop: str, fair: Fairness,
+                check: object) -> _Lasso | None:
+    """The lasso with the shortest prefix (then the shortest loop) that leaves an
+    obligation of ``prop`` pending forever on a fair run."""
+    mon = pg.monitor
+    g = pg.graph
+    expanded = pg.expanded
+    by_ob: dict[Obligation, list[int]] = {}
+    for n in range(expanded):
+        for ob in mon.pending(pg.monitors[n]):
+            if ob.prop == prop:
+                by_ob.setdefault(ob, []).append(n)
+    best: _Lasso | None = None
+    best_key: tuple[int, int] | None = None
+    for ob, nodes in sorted(by_ob.items()):
+        if callable(check):
+            check()
+        member = set(nodes)
+
+        def allowed(k: int, member: set[int] = member, ob: Obligation = ob) -> bool:
+            return g.dst[k] in member and ob not in pg.discharged[k]
+
+        cands: list[tuple[int, int, Component | None]] = []
+        for n in nodes:
+            if pg.terminal(n):
+                cands.append((pg.depth[n], n, None))
+                break  # nodes are in BFS order: the first is the shallowest
+        for comp in fair_components(g, nodes, allowed, fair.weak, fair.strong, pg.enabled,
+                                    check if callable(check) else None):
+            entry = min(comp.nodes)
+            cands.append((pg.depth[entry], entry, comp))
+        if not cands:
+            continue
+        depth0 = min(c[0] for c in cands)
+        for depth, entry, comp in cands:
+            if depth != depth0 or (best_key is not None and depth > best_key[0]):
+                continue
+            cycle = [] if comp is None else fair_cycle(g, comp, entry, allowed, fair.weak,
+                                                       fair.strong, pg.enabled)
+            key = (depth, len(cycle))
+            if best_key is None or key < best_key:
+                best_key = key
+                best = _Lasso(ob, entry, cycle, pg.path_to(entry))
+    return best
+
+
+def _explain_lasso(pg: ProductGraph, lasso: _Lasso, schedule: list[ActionInstance],
+                   fair: Fairness, rp: Replayed) -> str:
+    system = pg.system
+    ob = lasso.obligation
+    k = len(lasso.prefix)
+    enabled_on_loop = [rp.enabled[i] for i in range(k, len(schedule))]
+    opened = ""
+    for i in range(k):
+        if any(ob.opened_by(e) for e in rp.events[i]):
+            opened = f" (opened at step {i + 1}, {schedule[i].label()})"
+    head = f"{ob.text()}{opened}"
+    if not lasso.cycle:
+        return (f"{head}: the run stops after step {len(schedule)} with nothing enabled, "
+                "and the obligation stays pending forever")
+    loop = f"steps {k + 1}-{len(schedule)}" if len(lasso.cycle) > 1 else f"step {k + 1}"
+    taken = {inst.index for inst in schedule[k:]}
+    always = set.intersection(*enabled_on_loop) - taken if enabled_on_loop else set()
+    sometimes = set.union(*enabled_on_loop) - taken - always if enabled_on_loop else set()
+    labels = {i.index: i for i in system.instances}
+    text = f"{head}: the loop ({loop}) repeats forever without discharging it"
+    if always:
+        names = _some(labels, always)
+        text += (f"; on the loop, {names} {'is' if len(always) == 1 else 'are'} enabled at every "
+                 "state but never taken (weak fairness of "
+                 f"{_actions(labels, always)} would rule this loop out)")
+    if sometimes:
+        names = _some(labels, sometimes)
+        text += (f"; {names} {'is' if len(sometimes) == 1 else 'are'} enabled on the loop "
+                 f"but never taken (strong fairness of {_actions(labels, sometimes)} would rule "
+                 "this loop out)")
+    text += f" [{fair.text()}]"
+    return text
+
+
+def _some(labels: dict[int, ActionInstance], which: set[int], most: int = 6) -> str:
+    names = [labels[i].label() for i in sorted(which)]
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def _actions(labels: dict[int, ActionInstance], which: set[int]) -> str:
+    names: list[str] = []
+    for i in sorted(which):
+        if labels[i].name not in names:
+            names.append(labels[i].name)
+    return ", ".join(names)
+
+
+def _lasso_verdict(pg: ProductGraph, prop: str, lasso: _Lasso, fair: Fairness) -> Verdict:
+    system = pg.system
+    g = pg.graph
+    edges = lasso.prefix + lasso.cycle
+    schedule = [system.instances[g.label[k]] for k in edges]
+    loop_start = len(lasso.prefix)
+    rp = replay_lasso(system, pg.monitor, lasso.obligation, schedule, loop_start, fair.weak,
+                      fair.strong)
+    explanation = _explain_lasso(pg, lasso, schedule, fair, rp)
+    event = None
+    for evs in rp.events[:loop_start]:
+        for e in evs:
+            if lasso.obligation.opened_by(e):
+                event = e
+    trace = build_trace(system, prop, schedule, loop_start, explanation, event)
+    loop = f"loop of {len(lasso.cycle)}" if lasso.cycle else "stops"
+    detail = f"{loop_start}-step prefix, {loop}; {fair.text()}"
+    return Verdict(prop, Status.VIOLATED, FAIR_CYCLE, detail, trace)
+
+
+def _deadlock_verdict(pg: ProductGraph, final: object, sizes_text: str) -> Verdict:
+    system = pg.system
+    mon = pg.monitor
+    for n in range(pg.expanded):
+        if not pg.terminal(n) or mon.all_terminated(pg.monitors[n]):
+            continue
+        if callable(final) and final(pg.states[n]):
+            continue
+        edges = pg.path_to(n)
+        schedule = [system.instances[pg.graph.label[k]] for k in edges]
+        waiting = ", ".join(f"r{r}" for r in mon.unterminated(pg.monitors[n]))
+        why = (f"deadlock after {len(schedule)} steps: no action is enabled, and {waiting} "
+               f"{'has' if ',' not in waiting else 'have'} had no terminal event (finish, "
+               "abort, timeout, reject)")
+        if final is not None:
+            why += " and no @final_state predicate holds"
+        trace = build_trace(system, DEADLOCK, schedule, None, why, None)
+        return Verdict(DEADLOCK, Status.VIOLATED, DEADLOCK_METHOD, f"{len(schedule)} steps",
+                       trace)
+    if pg.complete:
+        return Verdict(DEADLOCK, Status.HOLDS, DEADLOCK_METHOD, f"exhaustive, {sizes_text}")
+    return Verdict(DEADLOCK, Status.UNKNOWN, DEADLOCK_METHOD, _unfinished(pg))
+
+
+def _unfinished(pg: ProductGraph) -> str:
+    why = "state limit" if pg.stopped == STATE_LIMIT else "timeout"
+    return f"{why} after {len(pg)} states, depth {max(pg.depth)}"
+
+
+def check_liveness(system: System, *, properties: list[str] | None = None,
+                   deadlock: bool = True, max_states: int | None = None,
+                   timeout: float | None = None, fairness: bool = True
+                   ) -> tuple[list[Verdict], Stats]:
+    """Check the liveness ``properties`` (default: all of :data:`LIVENESS`) and, with
+    ``deadlock``, deadlock freedom. ``fairness=False`` ignores the model's
+    ``@action(fair=...)`` declarations (nothing is assumed fair)."""
+    check_count("max_states", max_states, 1)
+    check_timeout(timeout)
+    props = list(LIVENESS) if properties is None else list(properties)
+    for name in props:
+        if name not in LIVENESS:
+            raise UsageError(f"unknown liveness property {name!r} (available: "
+                             f"{', '.join(LIVENESS)})")
+    start = time.monotonic()
+    end = None if timeout is None else start + timeout
+    fair = declared_fairness(system, fairness)
+    final = final_predicate(system) if deadlock else None
+    monitor = ObligationMonitor(props, system.schema.requests, system.schema.pages, deadlock)
+    pg = explore_product(system, monitor, max_states=max_states, deadline=end)
+
+    def check() -> None:
+        if end is not None and time.monotonic() >= end:
+            raise OutOfTime("the fair-cycle search")
+
+    sizes_text = ", ".join(f"{k}={v}" for k, v in system.sizes.items())
+    verdicts: list[Verdict] = []
+    for prop in props:
+        try:
+            lasso = _find_lasso(pg, prop, fair, check)
+        except OutOfTime:
+            verdicts.append(Verdict(prop, Status.UNKNOWN, FAIR_CYCLE,
+                                    f"timeout during the fair-cycle search; {fair.text()}"))
+            continue
+        if lasso is not None:
+            verdicts.append(_lasso_verdict(pg, prop, lasso, fair))
+        elif prop == WEQ and pg.saturated:
+            verdicts.append(Verdict(prop, Status.UNKNOWN, FAIR_CYCLE,
+                                    f"more than {WRITE_BOUND} writes of one request into one "
+                                    "page in flight: not counted exactly"))
+        elif pg.complete:
+            verdicts.append(Verdict(prop, Status.HOLDS, FAIR_CYCLE,
+                                    f"exhaustive, {sizes_text}; {fair.text()}"))
+        else:
+            verdicts.append(Verdict(prop, Status.UNKNOWN, FAIR_CYCLE,
+                                    f"{_unfinished(pg)}; {fair.text()}"))
+    if deadlock:
+        verdicts.append(_deadlock_verdict(pg, final, sizes_text))
+    stats = Stats(states=len(pg), transitions=len(pg.graph.src), depth=max(pg.depth),
+                  seconds=time.monotonic() - start, peak_memory_mb=_peak_mb())
+    stats.symmetry = {"enabled": False, "requests": False, "pages": False,
+                      "reasons": ["the liveness search does not use symmetry reduction"]}
+    stats.extra["liveness"] = {"complete": pg.complete, "stopped": pg.stopped,
+                               "model_states": len(set(pg.states)),
+                               "fairness": fair.text()}
+    return verdicts, stats

@@ -1,0 +1,83 @@
+"""``auto`` budgets its stages by work (depth, solver resources, states), not seconds:
+the same command gives the same verdicts on an idle and on a loaded machine."""
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+from conftest import system_of
+
+import kvspec.engines.auto as auto
+from kvspec.runner import run
+
+
+def _verdicts(model: str, **kw: object) -> list[tuple[str, str, str, str]]:
+    result = run(system_of(model, **kw), "auto", proofs_dir=None, coverage=False)  # type: ignore[arg-type]
+    return [(v.prop, v.status.value, v.method, v.detail) for v in result.verdicts]
+
+
+@pytest.mark.parametrize("model", ["buggy_pd.py", "single_node.py"])
+def test_a_slow_clock_does_not_change_the_verdicts(model: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine so loaded that every clock reading is 5 s after the previous one: the
+    old 5 s BMC / 10 s explicit stages gave up at once; work budgets do not notice."""
+    idle = _verdicts(model, properties=None)
+    real = time.monotonic
+    ticks = itertools.count()
+    monkeypatch.setattr(time, "monotonic", lambda: real() + 5.0 * next(ticks))
+    loaded = _verdicts(model, properties=None)
+    monkeypatch.undo()
+    assert loaded == idle
+    assert all(status != "UNKNOWN" for _, status, _, _ in loaded)
+
+
+def test_a_small_model_is_decided_by_the_explicit_stage_alone() -> None:
+    result = run(system_of("buggy_pd.py"), "auto", coverage=False)
+    stages = {s["stage"]: s for s in result.stats.extra["auto"]}
+    assert stages["explicit"]["complete"] is True and "bmc" not in stages
+    assert [(v.status.value, v.method) for v in result.verdicts] == [
+        ("VIOLATED", "explicit"), ("VIOLATED", "explicit"), ("VIOLATED", "explicit"),
+        ("HOLDS", "exhaustive")]
+    by_prop = {v.prop: v for v in result.verdicts}
+    assert by_prop["rejection-is-terminal"].trace is not None
+    assert len(by_prop["rejection-is-terminal"].trace) == 3  # shortest, as BMC's
+
+
+def test_stages_report_their_work_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an explicit stage too small to finish: the quick BMC stage decides the shallow bugs
+    monkeypatch.setattr(auto, "SMALL_STATES", 5)
+    result = run(system_of("buggy_pd.py"), "auto", coverage=False)
+    stages = {s["stage"]: s for s in result.stats.extra["auto"]}
+    assert stages["explicit"]["complete"] is False
+    bmc = stages["bmc"]
+    assert bmc["work_budget"] == auto.QUICK_BMC_WORK and 0 < bmc["work"] <= auto.QUICK_BMC_WORK
+    assert bmc["depth"] <= auto.QUICK_BMC_DEPTH
+    by_prop = {v.prop: v for v in result.verdicts}
+    assert by_prop["rejection-is-terminal"].headline() == "VIOLATED (bmc, depth 3)"
+    assert by_prop["no-reuse-before-drain"].status.value == "PROVED"
+
+
+def test_an_exhausted_bmc_budget_stops_the_stage_soundly(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    monkeypatch.setattr(auto, "SMALL_STATES", 5)
+    monkeypatch.setattr(auto, "QUICK_BMC_WORK", 1)
+    result = run(system_of("buggy_pd.py"), "auto", coverage=False)
+    stages = {s["stage"]: s for s in result.stats.extra["auto"]}
+    assert "solver gave up" in stages["bmc"]["stopped"]
+    # PDR decides instead (its own BMC finds the violations): same statuses and lengths
+    assert [v.status.value for v in result.verdicts] == [
+        "VIOLATED", "VIOLATED", "VIOLATED", "PROVED"]
+    assert [len(v.trace) for v in result.verdicts if v.trace is not None] == [9, 3, 9]
+
+
+def test_the_explicit_stage_is_capped_by_states(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond SMALL_STATES the explicit stage stops (never by seconds) and PDR decides."""
+    monkeypatch.setattr(auto, "SMALL_STATES", 5)
+    result = run(system_of("single_node.py", {"requests": 1, "pages": 2}), "auto",
+                 coverage=False, proofs_dir=None)
+    stages = {s["stage"]: s for s in result.stats.extra["auto"]}
+    assert stages["explicit"]["complete"] is False and stages["explicit"]["stopped"] == \
+        "state-limit"
+    assert {v.method for v in result.verdicts} <= {"pdr", "certificate re-checked"}
+    assert all(v.status.value == "PROVED" for v in result.verdicts)

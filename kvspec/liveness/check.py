@@ -125,21 +125,21 @@ def _find_lasso(pg: ProductGraph, prop: str, fair: Fairness,
     return best
 
 
-def _explain_lasso(pg: ProductGraph, lasso: _Lasso, schedule: list[ActionInstance],
-                   fair: Fairness, rp: Replayed) -> str:
-    system = pg.system
-    ob = lasso.obligation
-    k = len(lasso.prefix)
+def explain_lasso(system: System, ob: Obligation, schedule: list[ActionInstance],
+                  loop_start: int, fair: Fairness, rp: Replayed) -> str:
+    """The one-paragraph reason of a re-executed lasso (``rp``): the obligation, the
+    step that opened it, the loop, and the instances the loop starves."""
+    k = loop_start
     enabled_on_loop = [rp.enabled[i] for i in range(k, len(schedule))]
     opened = ""
     for i in range(k):
         if any(ob.opened_by(e) for e in rp.events[i]):
             opened = f" (opened at step {i + 1}, {schedule[i].label()})"
     head = f"{ob.text()}{opened}"
-    if not lasso.cycle:
+    if k == len(schedule):
         return (f"{head}: the run stops after step {len(schedule)} with nothing enabled, "
                 "and the obligation stays pending forever")
-    loop = f"steps {k + 1}-{len(schedule)}" if len(lasso.cycle) > 1 else f"step {k + 1}"
+    loop = f"steps {k + 1}-{len(schedule)}" if len(schedule) - k > 1 else f"step {k + 1}"
     taken = {inst.index for inst in schedule[k:]}
     always = set.intersection(*enabled_on_loop) - taken if enabled_on_loop else set()
     sometimes = set.union(*enabled_on_loop) - taken - always if enabled_on_loop else set()
@@ -181,7 +181,7 @@ def _lasso_verdict(pg: ProductGraph, prop: str, lasso: _Lasso, fair: Fairness) -
     loop_start = len(lasso.prefix)
     rp = replay_lasso(system, pg.monitor, lasso.obligation, schedule, loop_start, fair.weak,
                       fair.strong)
-    explanation = _explain_lasso(pg, lasso, schedule, fair, rp)
+    explanation = explain_lasso(system, lasso.obligation, schedule, loop_start, fair, rp)
     event = None
     for evs in rp.events[:loop_start]:
         for e in evs:
@@ -222,6 +222,16 @@ def _unfinished(pg: ProductGraph) -> str:
     return f"{why} after {len(pg)} states, depth {max(pg.depth)}"
 
 
+def selected_properties(properties: list[str] | None) -> list[str]:
+    """The liveness properties to check (default: all); an unknown name is a usage error."""
+    props = list(LIVENESS) if properties is None else list(properties)
+    for name in props:
+        if name not in LIVENESS:
+            raise UsageError(f"unknown liveness property {name!r} (available: "
+                             f"{', '.join(LIVENESS)})")
+    return props
+
+
 def check_liveness(system: System, *, properties: list[str] | None = None,
                    deadlock: bool = True, max_states: int | None = None,
                    timeout: float | None = None, fairness: bool = True
@@ -231,11 +241,7 @@ def check_liveness(system: System, *, properties: list[str] | None = None,
     ``@action(fair=...)`` declarations (nothing is assumed fair)."""
     check_count("max_states", max_states, 1)
     check_timeout(timeout)
-    props = list(LIVENESS) if properties is None else list(properties)
-    for name in props:
-        if name not in LIVENESS:
-            raise UsageError(f"unknown liveness property {name!r} (available: "
-                             f"{', '.join(LIVENESS)})")
+    props = selected_properties(properties)
     start = time.monotonic()
     end = None if timeout is None else start + timeout
     fair = declared_fairness(system, fairness)

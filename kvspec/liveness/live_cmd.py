@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+from pathlib import Path
 from typing import IO, Any
 
+from kvspec.lang.errors import UsageError
 from kvspec.lang.loader import LoadedModel, load_model, parse_sizes
 from kvspec.lang.system import System, compile_model
-from kvspec.liveness.check import check_liveness
-from kvspec.liveness.obligations import LIVENESS
-from kvspec.liveness.report import print_verdicts
+from kvspec.liveness.check import DEADLOCK_METHOD, check_liveness
+from kvspec.liveness.obligations import DEADLOCK, LIVENESS
+from kvspec.liveness.report import print_verdicts, render_verdicts
+from kvspec.liveness.symbolic import check_liveness_bmc
 from kvspec.props import library
-from kvspec.verdict import Result
+from kvspec.report.wording import display_path
+from kvspec.verdict import Result, Stats, Status, Verdict
+
+ENGINES = ("explicit", "bmc")
+DEFAULT_DEPTH = 20
 
 
 def _positive_int(text: str) -> int:
@@ -47,20 +53,72 @@ def cmd_live(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if session is not None and hasattr(session, "system"):
         session.model = args.model
         session.json = bool(args.json)
-    verdicts, stats = check_liveness(system, properties=args.property or None,
-                                     deadlock=not args.no_deadlock,
-                                     max_states=args.max_states, timeout=args.timeout,
-                                     fairness=not args.no_fairness)
-    result = Result(system, "liveness", verdicts, stats)
+    engine = getattr(args, "engine", None) or "explicit"
+    if engine == "bmc":
+        if args.max_states is not None:
+            raise UsageError("--max-states applies to --engine explicit; the bmc engine is "
+                             "bounded by --depth")
+        verdicts, stats = check_liveness_bmc(system, properties=args.property or None,
+                                             depth=args.depth or DEFAULT_DEPTH,
+                                             fairness=not args.no_fairness,
+                                             timeout=args.timeout)
+        if not args.no_deadlock:
+            verdicts.append(Verdict(DEADLOCK, Status.UNKNOWN, DEADLOCK_METHOD,
+                                    "not checked by --engine bmc (use --engine explicit)"))
+    else:
+        if args.depth is not None:
+            raise UsageError("--depth applies to --engine bmc")
+        verdicts, stats = check_liveness(system, properties=args.property or None,
+                                         deadlock=not args.no_deadlock,
+                                         max_states=args.max_states, timeout=args.timeout,
+                                         fairness=not args.no_fairness)
+    result = Result(system, "liveness" if engine == "explicit" else "liveness-bmc", verdicts,
+                    stats)
+    if getattr(args, "python", None):
+        _write_program(args, verdicts, err)
     if args.json:
         json.dump(result.to_json(), out, indent=2)
         out.write("\n")
     else:
-        shown = os.path.relpath(args.model) if not os.path.relpath(args.model).startswith("..") \
-            else args.model
+        shown = display_path(args.model)
         sizes = ", ".join(f"{k}={v}" for k, v in system.sizes.items())
-        print_verdicts(out, verdicts, stats, f"kvspec live {system.name} ({shown})  {sizes}")
+        title = f"kvspec live {system.name} ({shown})  {sizes}"
+        if engine == "bmc":
+            out.write(_render_bmc(verdicts, stats, title))
+        else:
+            print_verdicts(out, verdicts, stats, title)
     return result.exit_code
+
+
+def _write_program(args: argparse.Namespace, verdicts: list[Verdict], err: IO[str]) -> None:
+    """``--python FILE``: the first lasso as a program that re-executes it (exit 0 while
+    the leak reproduces, 1 once the model is fixed)."""
+    from kvspec.report.python_snippet import lasso_program
+
+    lassos = [v for v in verdicts if v.trace is not None and v.trace.loop_start is not None]
+    if not lassos:
+        err.write(f"kvspec: no program written: no lasso counterexample ({args.python})\n")
+        return
+    trace = lassos[0].trace
+    assert trace is not None
+    source = lasso_program(trace.to_json(), args.model, program_path=args.python,
+                           fairness=not args.no_fairness)
+    try:
+        Path(args.python).write_text(source, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.python}: {exc.strerror or exc}") from None
+    if not args.json:
+        err.write(f"kvspec: lasso program for {lassos[0].prop} written to {args.python}\n")
+
+
+def _render_bmc(verdicts: list[Verdict], stats: Stats, title: str) -> str:
+    """The explicit engine's text with its search line replaced by the bounded one."""
+    lines = render_verdicts(verdicts, stats, title).split("\n")
+    info = stats.extra.get("liveness", {})
+    lines[1] = (f"  bmc-lasso: lassos of up to {info.get('max_depth', stats.depth)} steps, "
+                f"searched to depth {stats.depth}, {stats.seconds:.2f} s (bounded: no lasso "
+                "found is UNKNOWN, never HOLDS)")
+    return "\n".join(lines)
 
 
 def add_arguments(p: argparse.ArgumentParser, kit: Any | None = None) -> None:
@@ -71,10 +129,18 @@ def add_arguments(p: argparse.ArgumentParser, kit: Any | None = None) -> None:
     p.add_argument("--no-deadlock", action="store_true", help="do not look for deadlocks")
     p.add_argument("--no-fairness", action="store_true",
                    help="ignore the model's @action(fair=...) declarations")
+    p.add_argument("--engine", choices=ENGINES, default="explicit",
+                   help="explicit: exhaustive search of the reachable graph (default); bmc: "
+                        "bounded symbolic search for lassos with Z3 (no lasso is UNKNOWN)")
+    p.add_argument("--depth", type=_positive_int, default=None, metavar="K",
+                   help=f"--engine bmc: lassos of at most K >= 1 steps (default {DEFAULT_DEPTH})")
     p.add_argument("--max-states", type=_positive_int, default=None, metavar="N",
                    help="give up after N >= 1 states (verdict UNKNOWN)")
     if kit is not None:
         kit.timeout_arg(p)
+    p.add_argument("--python", metavar="FILE", default=None,
+                   help="write the first lasso (choose with --property) as a runnable Python "
+                        "program: exit 0 while it reproduces, 1 once the model is fixed")
     p.add_argument("--json", action="store_true", help="print the kvspec-result/1 JSON document")
 
 

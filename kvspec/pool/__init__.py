@@ -2,6 +2,7 @@
 
 from kvspec.pool.driver import PoolDriver
 from kvspec.pool.kv_data import request_kv, request_query
+from kvspec.pool.lasso import HeldPage, LassoSummary, PendingWrite
 from kvspec.pool.page_pool import (
     DEVIATION_TOLERANCE,
     EARLIER_TENANT,
@@ -31,11 +32,14 @@ __all__ = [
     "EARLIER_TENANT",
     "Attention",
     "ForeignRead",
+    "HeldPage",
     "Landing",
+    "LassoSummary",
     "LateWrite",
     "OpRecord",
     "PagePool",
     "PageRead",
+    "PendingWrite",
     "PoolConfig",
     "PoolDriver",
     "PoolError",

@@ -5,12 +5,15 @@ table in ``docs/replay.md``), records what each operation found (``OpRecord``), 
 tracks what the report needs: foreign reads, late writes (with the step at which the
 writer freed the page), pages reused while another request's write was in flight, and
 the deviation of each decode attention from the output over the reader's own K/V.
+For a lasso it also snapshots the pool at the loop's boundaries and summarises what
+the loop holds forever (:meth:`PoolDriver.finish_lasso`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from kvspec.pool.lasso import PoolSnapshot, lasso_summary, snapshot
 from kvspec.pool.page_pool import Attention, PagePool, PageRead, PoolConfig, PoolError, request_name
 from kvspec.pool.report import (
     ForeignRead,
@@ -60,6 +63,8 @@ class PoolDriver:
         self.requests = requests
         self.freed_at: dict[tuple[int, int], int] = {}
         self.late_data: dict[int, LateWrite] = {}  # page -> late landing whose bytes sit there unread
+        self.alloc_at: dict[tuple[int, int], int] = {}  # (request, page) -> step of its last alloc
+        self.posted_at: dict[int, int] = {}  # write ticket seq -> step that posted it
 
     def attention(self, step: StepRecord, att: Attention, *, whole_table: bool) -> None:
         r = att.request
@@ -116,6 +121,7 @@ class PoolDriver:
             if 0 <= p < pool.config.pages:
                 writers = tuple(t.request for t in pool.inflight(p) if t.request != r)
             pool.alloc(r, p)
+            self.alloc_at[(r, p)] = step.index
             late = self.late_data.get(p)
             if late is not None and late.writer == r:
                 del self.late_data[p]
@@ -131,6 +137,7 @@ class PoolDriver:
             step.ops.append(OpRecord(kind, r, p, f"{op}: data kept"))
         elif kind == "post_write":
             t = pool.post_write(r, p)
+            self.posted_at[t.seq] = step.index
             text = f"{op}: block {t.block} in flight"
             if t.owner != r:
                 text += " (writer does not own the page)"
@@ -166,6 +173,25 @@ class PoolDriver:
         step.ops.append(OpRecord("land_write", r, p, text, {
             "block": land.block, "owner": _rid(land.owner), "overwrote": tag_json(land.previous),
             "late": land.late}))
+
+    # ------------------------------------------------------------------- lassos
+    def snapshot(self) -> PoolSnapshot:
+        """Owners and in-flight writes now (taken at a lasso's loop boundaries)."""
+        return snapshot(self.pool)
+
+    def finish_lasso(self, *, loop_start: int, steps: int, iterations: int,
+                     snapshots: Sequence[PoolSnapshot],
+                     loop_events: Iterable[tuple[str, int, int | None]],
+                     obligation: tuple[str, int, int | None] | None) -> ReplayReport:
+        """End the replay of a lasso: no aftermath (the run never ends); the report's
+        ``lasso`` says which pages the loop holds forever and which writes never
+        quiesce (:mod:`kvspec.pool.lasso`)."""
+        self.pool.synchronize()
+        self.report.lasso = lasso_summary(
+            self.pool, loop_start=loop_start, steps=steps, iterations=iterations,
+            snapshots=snapshots, loop_events=loop_events, obligation=obligation,
+            alloc_at=self.alloc_at, posted_at=self.posted_at)
+        return self.report
 
     # ---------------------------------------------------------------- aftermath
     def step(self, index: int, label: str,

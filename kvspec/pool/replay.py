@@ -23,6 +23,10 @@ nobody does) is exactly such a leak, not an impossible operation: the request re
 whatever bytes the page holds.  It is read as the block ``r`` last held in ``p`` (a stale
 page-table entry) or else as the next block after ``r``'s table, and recorded as a read
 outside the page table with the page's owner at that time.
+
+A lasso (a liveness counterexample, ``loop_start`` set) is replayed as its prefix, then
+its loop twice (``loop_iterations``), and reported with what the loop holds forever
+(:mod:`kvspec.pool.lasso`); it gets no aftermath, since its run never ends.
 """
 
 from __future__ import annotations
@@ -198,6 +202,7 @@ def replay_trace(
     earlier_tenant: bool = True,
     aftermath: bool = True,
     prop: str | None = None,
+    loop_iterations: int = 2,
 ) -> ReplayReport:
     """Replay ``trace`` (a kvspec-trace/1 or kvspec-result/1 dict) on a fresh ``PagePool``.
 
@@ -206,6 +211,11 @@ def replay_trace(
     still in flight into pages their writer no longer owns and let the next holder of
     every page with late-written bytes read it (reported separately from the trace).
     ``prop``: from a result document, replay that property's counterexample.
+
+    A lasso (``loop_start`` in the trace, from ``kvspec live``) replays its prefix, then
+    its loop ``loop_iterations`` times, without an aftermath (the run never ends); the
+    report's ``lasso`` names the pages the loop holds forever (whose KV, how many bytes)
+    and the writes that never quiesce, and ``leaked`` is true when there is one.
     """
     doc = extract_trace(trace, prop)
     pages, requests = _size(doc, "pages"), _size(doc, "requests")
@@ -226,27 +236,89 @@ def replay_trace(
         raise ReplayError(str(exc)) from None
     driver.report.violation_in_trace = any(
         isinstance(st, Mapping) and isinstance(st.get("violation"), Mapping) for st in steps)
+    loop_start = _loop_start(doc, len(steps))
+    if isinstance(loop_iterations, bool) or not isinstance(loop_iterations, int) \
+            or loop_iterations < 1:
+        raise ReplayError(f"loop_iterations must be a positive int, got {loop_iterations!r}")
     _initial_owners(doc, driver)
-    for position, step in enumerate(steps, start=1):
-        if not isinstance(step, Mapping):
-            raise ReplayError(f"step {position}: must be an object, got {type(step).__name__}")
-        index = step.get("index", position)
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            raise ReplayError(f"step {position}: bad index {index!r}")
-        label = step.get("label") or step.get("action") or ""
-        where = f"step {index}" + (f" ({label})" if label else "")
-        events = step.get("events")
-        if not isinstance(events, list):
-            raise ReplayError(f"{where}: 'events' must be a list")
-        parsed = [_event(ev, where, requests) for ev in events]
+    parsed = [_step(step, position, requests) for position, step in enumerate(steps, start=1)]
+    if loop_start is None:
+        for step in parsed:
+            _run(driver, step)
         try:
-            driver.step(index, str(label), parsed)
-        except PoolError as exc:
-            raise ReplayError(f"{where}: {exc}") from None
+            return driver.finish(aftermath=aftermath)
+        except PoolError as exc:  # pragma: no cover - the aftermath only does possible operations
+            raise ReplayError(f"aftermath: {exc}") from None
+    for step in parsed[:loop_start]:
+        _run(driver, step)
+    loop = parsed[loop_start:]
+    snapshots = [driver.snapshot()]
+    iterations = loop_iterations if loop else 0
+    for iteration in range(1, iterations + 1):
+        for step in loop:
+            _run(driver, step, iteration)
+        snapshots.append(driver.snapshot())
     try:
-        return driver.finish(aftermath=aftermath)
-    except PoolError as exc:  # pragma: no cover - the aftermath only does possible operations
-        raise ReplayError(f"aftermath: {exc}") from None
+        return driver.finish_lasso(
+            loop_start=loop_start, steps=len(steps), iterations=iterations,
+            snapshots=snapshots, loop_events=[ev for step in loop for ev in step[3]],
+            obligation=_obligation(steps, requests))
+    except PoolError as exc:  # pragma: no cover - the summary only reads the pool
+        raise ReplayError(f"end of the loop: {exc}") from None
+
+
+_Parsed = tuple[int, str, str, list[tuple[str, int, int | None]]]
+
+
+def _step(step: Any, position: int, requests: int) -> _Parsed:
+    """(index, label, where, events) of one trace step."""
+    if not isinstance(step, Mapping):
+        raise ReplayError(f"step {position}: must be an object, got {type(step).__name__}")
+    index = step.get("index", position)
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ReplayError(f"step {position}: bad index {index!r}")
+    label = step.get("label") or step.get("action") or ""
+    where = f"step {index}" + (f" ({label})" if label else "")
+    events = step.get("events")
+    if not isinstance(events, list):
+        raise ReplayError(f"{where}: 'events' must be a list")
+    return index, str(label), where, [_event(ev, where, requests) for ev in events]
+
+
+def _run(driver: PoolDriver, step: _Parsed, iteration: int | None = None) -> None:
+    index, label, where, events = step
+    if iteration is not None and iteration > 1:
+        where += f", loop iteration {iteration}"
+    try:
+        record = driver.step(index, label, events)
+    except PoolError as exc:
+        raise ReplayError(f"{where}: {exc}") from None
+    record.loop_iteration = iteration
+
+
+def _loop_start(doc: Mapping[str, Any], steps: int) -> int | None:
+    """The trace's ``loop_start`` (a lasso), or None (a finite trace)."""
+    value = doc.get("loop_start")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= steps:
+        raise ReplayError(f"trace 'loop_start' must be a step index from 0 to {steps}, "
+                          f"got {value!r}")
+    return value
+
+
+def _obligation(steps: Sequence[Any], requests: int) -> tuple[str, int, int | None] | None:
+    """The violating event of the last step (for a lasso: the one that opened the
+    obligation that stays pending), or None."""
+    last = steps[-1] if steps else None
+    violation = last.get("violation") if isinstance(last, Mapping) else None
+    event = violation.get("event") if isinstance(violation, Mapping) else None
+    if not isinstance(event, Mapping):
+        return None
+    try:
+        return _event(event, "violation", requests)
+    except ReplayError:
+        return None
 
 
 def _initial_owners(doc: Mapping[str, Any], driver: PoolDriver) -> None:

@@ -4,7 +4,9 @@ A report has the trace's steps, each with the pool operations it mapped to and w
 they found, then an optional **aftermath**: pool operations that are *not* in the
 trace, run after it to show what the state it leaves behind means (a late write's
 bytes being read by the page's next owner).  Every record says which part it belongs
-to.  See ``docs/replay.md``.
+to.  A lasso (a liveness counterexample) has no aftermath: its steps are the prefix
+and the loop, replayed once or more (``StepRecord.loop_iteration``), and ``lasso``
+says which pages the loop holds forever.  See ``docs/replay.md``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvspec.pool.lasso import LassoSummary
 from kvspec.pool.page_pool import DEVIATION_TOLERANCE, EARLIER_TENANT, PoolConfig, Tag, request_name
 
 __all__ = [
@@ -60,12 +63,16 @@ class StepRecord:
     label: str
     ops: list[OpRecord] = field(default_factory=list)
     aftermath: bool = False
+    #: a lasso's loop step: which replay of the loop (1, 2, ...); None: not in the loop
+    loop_iteration: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"index": self.index, "label": self.label,
                                "ops": [o.to_json() for o in self.ops]}
         if self.aftermath:
             out["aftermath"] = True
+        if self.loop_iteration is not None:
+            out["loop_iteration"] = self.loop_iteration
         return out
 
 
@@ -191,6 +198,8 @@ class ReplayReport:
     aftermath_attentions: int = 0
     aftermath_max_deviation: float = 0.0
     violation_in_trace: bool = False  # some step of the trace carries a violation
+    #: a lasso's replay: what the loop holds forever (None: a finite trace)
+    lasso: LassoSummary | None = None
 
     @property
     def trace_foreign_reads(self) -> list[ForeignRead]:
@@ -209,8 +218,11 @@ class ReplayReport:
 
     @property
     def leaked(self) -> bool:
+        """Evidence in the trace or its aftermath or, for a lasso, pages held forever or
+        a write that never quiesces."""
         return (self.leaked_in_trace or bool(self.foreign_reads) or bool(self.late_writes)
-                or self.aftermath_max_deviation > DEVIATION_TOLERANCE)
+                or self.aftermath_max_deviation > DEVIATION_TOLERANCE
+                or (self.lasso is not None and self.lasso.leaked))
 
     @property
     def overall_max_deviation(self) -> float:
@@ -218,7 +230,7 @@ class ReplayReport:
 
     def to_json(self) -> dict[str, Any]:
         cfg = self.config
-        return {
+        doc = {
             "format": REPLAY_FORMAT,
             "model": self.model,
             "property": self.property_name,
@@ -241,6 +253,9 @@ class ReplayReport:
                 "aftermath_max_abs_dev": self.aftermath_max_deviation,
             },
         }
+        if self.lasso is not None:
+            doc["lasso"] = self.lasso.to_json()
+        return doc
 
     # ------------------------------------------------------------------ text
     def render_text(self) -> str:
@@ -252,6 +267,11 @@ class ReplayReport:
         lines = [title]
         if self.reason:
             lines.append(f"  violation: {self.reason}")
+        if self.lasso is not None:
+            lasso = self.lasso
+            times = "" if lasso.stops else \
+                f"; replayed: the prefix, then the loop {_times(lasso.iterations)}"
+            lines.append(f"  lasso: {lasso.shape()}{times}")
         lines.append(
             f"pool: {cfg.pages} decode pages x [page_size={cfg.page_size}, heads={cfg.heads}, "
             f"head_dim={cfg.head_dim}] {dtype} on {self.device}"
@@ -261,8 +281,14 @@ class ReplayReport:
                          "earlier tenant that")
             lines.append("  finished and freed its pages; the bytes stayed, as real allocators "
                          "leave them")
+        iteration: int | None = None
         for step in self.steps:
+            if step.loop_iteration is not None and step.loop_iteration != iteration:
+                iteration = step.loop_iteration
+                lines.append(f"loop, iteration {iteration} (repeats forever):")
             lines.extend(_step_lines(f"step {step.index}", step))
+        if self.lasso is not None:
+            lines.extend(self.lasso.text_lines())
         if self.aftermath:
             lines.append("aftermath (NOT part of the trace: what the pool state it leaves permits "
                          "next):")
@@ -290,7 +316,12 @@ class ReplayReport:
                     f"{self.aftermath_attentions} in the aftermath")
         lines.append(dev)
         trace_late = [w for w in self.late_writes if not w.aftermath]
-        if self.trace_foreign_reads or self.max_deviation > DEVIATION_TOLERANCE:
+        if self.lasso is not None and (self.lasso.leaked or not self.leaked):
+            lines.append(self.lasso.verdict_line(self.property_name))
+            if self.leaked_in_trace:
+                lines.append("  LEAK: the run also moves KV across requests (foreign reads or "
+                             "late writes, above)")
+        elif self.trace_foreign_reads or self.max_deviation > DEVIATION_TOLERANCE:
             lines.append("  LEAK: a request read foreign KV data in the trace")
         elif trace_late:
             line = "  LEAK: a write landed in a page its writer no longer owned"
@@ -306,6 +337,10 @@ class ReplayReport:
                 lines.append(f"  ({self.property_name} is violated by the lifecycle alone: "
                              "the trace moves no foreign bytes)")
         return lines
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else "twice" if n == 2 else f"{n} times"
 
 
 def _step_lines(head: str, step: StepRecord) -> list[str]:

@@ -18,6 +18,9 @@ FREE = "#FFFFFF"
 BORDER = "#C8C8C8"
 CHANGED = "#1F1F1F"
 DIM = "#6B6B6B"
+#: the loop of a lasso (liveness counterexample) and the pages it holds forever
+LOOP = "#6A3D9A"
+LOOP_TINT = "#EEE6F5"
 FONT = "DejaVu Sans,Helvetica,Arial,sans-serif"
 
 #: ``-o`` suffix -> graphviz output format (None: the DOT source itself)

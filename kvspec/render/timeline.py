@@ -108,6 +108,10 @@ def validate_trace(trace: Mapping[str, Any]) -> None:
         if key in trace and trace[key] is not None and not isinstance(trace[key], Mapping):
             raise TraceFormatError(f"'{key}' must be an object")
     _check_counts(trace)
+    loop = trace.get("loop_start")
+    if loop is not None and not (_is_int(loop) and 0 <= loop <= len(steps)):
+        raise TraceFormatError(f"'loop_start' must be a step index from 0 to {len(steps)}, "
+                               f"got {loop!r}")
     _check_state("'initial'", trace.get("initial") or {})
     for n, step in enumerate(steps, 1):
         if not isinstance(step, Mapping):
@@ -234,6 +238,10 @@ class Column:
     events: list[Mark] = field(default_factory=list)
     violating: bool = False
     reason: str | None = None
+    #: lasso only: the column's step repeats forever (it is part of the loop)
+    in_loop: bool = False
+    #: lasso only: the state the loop returns to (the state before its first step)
+    loop_anchor: bool = False
 
     @property
     def is_initial(self) -> bool:
@@ -264,6 +272,29 @@ class Leak:
 
 
 @dataclass
+class HeldPage:
+    """A page whose obligation stays pending forever in a lasso: allocated to
+    ``request`` and never freed (``kind == "held"``), or holding a write of
+    ``request`` that never lands nor is drained (``kind == "write"``)."""
+
+    page: int
+    request: str
+    kind: str                # "held" or "write"
+    since: int               # the step of the alloc (or post_write); 0: the initial state
+    data: str | None         # whose KV the page holds at the end of the loop (None: stale)
+    obligation: bool = False  # the violated obligation is this page's
+
+    def text(self) -> str:
+        since = "in the initial state" if self.since == 0 else f"at step {self.since}"
+        held = f"KV {self.data}" if self.data else "stale KV"
+        if self.kind == "write":
+            return (f"page {self.page}: the write {self.request} posted {since} never lands "
+                    f"nor is drained (the page holds {held})")
+        return (f"page {self.page}: allocated to {self.request} {since}, never freed "
+                f"(holds {held})")
+
+
+@dataclass
 class Timeline:
     model: str
     file: str
@@ -278,6 +309,20 @@ class Timeline:
     leaks: list[Leak]
     violation_step: int | None
     violation_event: Mark | None
+    #: a lasso (docs/liveness.md): steps ``loop_start + 1 ..`` repeat forever; equal to
+    #: ``steps``: the last state repeats (nothing is enabled); None: a safety trace
+    loop_start: int | None = None
+    #: lasso only: the pages whose obligation stays pending across the loop
+    held: list[HeldPage] = field(default_factory=list)
+
+    @property
+    def is_lasso(self) -> bool:
+        return self.loop_start is not None
+
+    @property
+    def stops(self) -> bool:
+        """A lasso whose run stops in its last state (nothing enabled)."""
+        return self.loop_start is not None and self.loop_start == self.steps
 
     @property
     def shown_pages(self) -> list[int]:
@@ -450,6 +495,11 @@ def build_timeline(trace: Mapping[str, Any]) -> Timeline:
     viol_event = violation.get("event") if isinstance(violation, Mapping) else None
     viol_mark: Mark | None = None
     viol_step: int | None = None
+    loop_start = trace.get("loop_start")
+    # the step whose event is drawn as the violating one: the last step of a safety
+    # trace; the step that opened the pending obligation of a lasso
+    mark_at = len(trace["steps"]) if loop_start is None else \
+        _opening_step(trace["steps"], viol_event, loop_start)
 
     def page_value(state: Mapping[str, Any], name: str, p: int, fallback: Any) -> Any:
         value = state.get(name)
@@ -500,7 +550,7 @@ def build_timeline(trace: Mapping[str, Any]) -> Timeline:
                 mark = Mark(kind, r, p)
             if kind == "reject":
                 rejected_seen.add(r)
-            if is_last and not found_violating and _same_event(ev, viol_event):
+            if n == mark_at and not found_violating and _same_event(ev, viol_event):
                 mark.violating = True
                 found_violating = True
                 viol_mark = mark
@@ -538,7 +588,7 @@ def build_timeline(trace: Mapping[str, Any]) -> Timeline:
             rcell.rejected_now = rcell.rejected and not rbefore.rejected
             rcell.violating = any(m.violating for m in rcell.marks)
             if viol_mark is not None and viol_mark.page is not None and \
-                    viol_mark.request == rcell.request and is_last:
+                    viol_mark.request == rcell.request and n == mark_at:
                 rcell.culprit = viol_mark
                 rcell.violating = True
         scalars: list[Change] = []
@@ -560,7 +610,7 @@ def build_timeline(trace: Mapping[str, Any]) -> Timeline:
             else:
                 scalars.append(change)
         col = Column(index, str(label), req_cells, page_cells, scalars, marks)
-        if is_last and isinstance(violation, Mapping):
+        if is_last and loop_start is None and isinstance(violation, Mapping):
             col.violating = True
             col.reason = str(violation.get("reason") or trace.get("reason") or "")
             if viol_step is None:
@@ -568,6 +618,12 @@ def build_timeline(trace: Mapping[str, Any]) -> Timeline:
         columns.append(col)
     if violation is None and not trace["steps"]:
         viol_step = 0
+    held: list[HeldPage] = []
+    if loop_start is not None:
+        columns[loop_start].loop_anchor = True
+        for col in columns[loop_start + 1:]:
+            col.in_loop = True
+        held = _held_pages(columns, loop_start, str(trace.get("property", "")), viol_mark)
     untouched = [p for p in pages if p not in touched]
     model = trace.get("model") or {}
     return Timeline(
@@ -575,7 +631,66 @@ def build_timeline(trace: Mapping[str, Any]) -> Timeline:
         sizes=dict(trace.get("sizes") or {}), prop=str(trace.get("property", "")),
         reason=str(trace.get("reason", "")), requests=requests, pages=pages, columns=columns,
         phase_var=phase, untouched_pages=untouched, leaks=leaks, violation_step=viol_step,
-        violation_event=viol_mark)
+        violation_event=viol_mark, loop_start=loop_start, held=held)
+
+
+# -- lassos ----------------------------------------------------------------------------
+
+#: the liveness property whose obligations are writes (docs/liveness.md)
+WRITES_QUIESCE = "writes-eventually-quiesce"
+
+
+def _opening_step(steps: Sequence[Mapping[str, Any]], event: Mapping[str, Any] | None,
+                  loop_start: int) -> int | None:
+    """The 1-based position of the step that opened a lasso's pending obligation: the
+    last step of the prefix emitting ``event`` (else the last step anywhere)."""
+    found = [n for n, step in enumerate(steps, 1)
+             if any(_same_event(ev, event) for ev in step.get("events", []) or [])]
+    before = [n for n in found if n <= loop_start]
+    chosen = before or found
+    return chosen[-1] if chosen else None
+
+
+def _last_mark(columns: Sequence[Column], upto: int, kind: str, request: str,
+               page: int) -> int:
+    """The step of the last ``kind(request, page)`` event in columns ``1..upto``; 0 if none."""
+    for col in reversed(columns[1:upto + 1]):
+        if any(m.kind == kind and m.request == request and m.page == page for m in col.events):
+            return col.index
+    return 0
+
+
+def _held_pages(columns: Sequence[Column], loop_start: int, prop: str,
+                culprit: Mark | None) -> list[HeldPage]:
+    """The pages whose obligation stays pending on the loop (every state from
+    ``columns[loop_start]`` to the last): held by the same request and never freed on
+    the loop or, for write obligations, with a write in flight that never lands nor is
+    drained on it. The violated obligation's page comes first."""
+    loop_cols = columns[loop_start:]
+    loop_marks = [m for col in columns[loop_start + 1:] for m in col.events]
+    writes = prop == WRITES_QUIESCE or (culprit is not None and culprit.kind == "post_write")
+    out: list[HeldPage] = []
+    for cell in columns[-1].pages:
+        p = cell.page
+        if writes:
+            for w in dict.fromkeys(cell.writers):
+                if all(w in col.pages[p].writers for col in loop_cols) and not any(
+                        m.kind in ("land_write", "drain") and m.request == w and m.page == p
+                        for m in loop_marks):
+                    out.append(HeldPage(p, w, "write",
+                                        _last_mark(columns, loop_start, "post_write", w, p),
+                                        cell.data))
+        elif cell.owner is not None and all(col.pages[p].owner == cell.owner
+                                            for col in loop_cols) and not any(
+                m.kind == "free" and m.request == cell.owner and m.page == p
+                for m in loop_marks):
+            out.append(HeldPage(p, cell.owner, "held",
+                                _last_mark(columns, loop_start, "alloc", cell.owner, p),
+                                cell.data))
+    for h in out:
+        h.obligation = culprit is not None and (culprit.request, culprit.page) == \
+            (h.request, h.page)
+    return sorted(out, key=lambda h: not h.obligation)
 
 
 def page_ranges(pages: Sequence[int]) -> str:

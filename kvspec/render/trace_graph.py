@@ -13,18 +13,27 @@ steps (longer traces wrap into further strips, each repeating the row headers), 
 title, a red banner naming the violated property, the violating event and the pages
 that leaked, and a legend. Cells carry ``ID`` attributes (``s<step>_r<n>``,
 ``s<step>_p<page>``, ``h<step>``) so SVG output can be styled or inspected.
+
+A lasso (a liveness counterexample, ``loop_start`` set) gets one more row above the
+step headers (cells ``loop<step>``): the loop's columns, tinted and marked ``↻``,
+and a back-edge from the last loop column to the first one labelled "repeats
+forever" — or, for a run that stops, a self-loop on the last column ("nothing
+enabled: stays here forever"). The pages whose obligation stays pending across
+the loop (held and never freed, or with a write that never quiesces) get a purple
+border and a ``⟳`` line in the loop's columns. Safety traces are drawn as before.
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import graphviz
 
-from kvspec.render.style import (BORDER, CHANGED, DIM, FONT, STALE, VIOLATION, VIOLATION_TINT,
-                                 RenderError, esc, pipe, request_colour, text_on, tint,
-                                 write_graph)
-from kvspec.render.timeline import (Column, Mark, PageCell, RequestCell, Timeline,
+from kvspec.render.style import (BORDER, CHANGED, DIM, FONT, LOOP, LOOP_TINT, STALE, VIOLATION,
+                                 VIOLATION_TINT, RenderError, esc, pipe, request_colour, text_on,
+                                 tint, write_graph)
+from kvspec.render.timeline import (Column, HeldPage, Mark, PageCell, RequestCell, Timeline,
                                     TraceFormatError, build_timeline, extract_trace, page_ranges)
 
 __all__ = ["DEFAULT_COLUMNS_PER_ROW", "RenderError", "TraceFormatError", "build_trace_graph",
@@ -85,9 +94,9 @@ def _header_cell(col: Column) -> str:
         return (f'<TD ID="h0" BGCOLOR="#EEEEEE" WIDTH="{CELL_WIDTH}">'
                 f'{_font("0", 9, DIM)}<BR/>{_font("initial", 10, bold=True)}</TD>')
     name, args = _split_label(col.label)
-    bg = VIOLATION if col.violating else "#EEEEEE"
+    bg = VIOLATION if col.violating else LOOP_TINT if col.in_loop else "#EEEEEE"
     fg = "#FFFFFF" if col.violating else "#000000"
-    step = f"step {col.index}" + ("  ✘" if col.violating else "")
+    step = f"step {col.index}" + ("  ✘" if col.violating else "  ↻" if col.in_loop else "")
     parts = [_font(step, 9, fg if col.violating else DIM, bold=col.violating),
              _font(name, 10, fg, bold=True)]
     if args:
@@ -130,9 +139,16 @@ def _chip(text: str, fill: str, bold: bool = False, outline: str | None = None) 
             f'>{_font(text, 8, text_on(fill), bold=bold)}</TD>')
 
 
-def _page_cell(cell: PageCell, col: Column) -> str:
+def _held_line(held: HeldPage) -> str:
+    text = "⟳ write never lands" if held.kind == "write" else "⟳ held forever"
+    return _font(text + (" (pending)" if held.obligation else ""), 8, LOOP, bold=True)
+
+
+def _page_cell(cell: PageCell, col: Column, held: HeldPage | None = None) -> str:
     owner_fill = tint(request_colour(cell.owner)) if cell.owner else "#FFFFFF"
     width, colour = _border(cell.changed and not col.is_initial, cell.violating)
+    if held is not None and not cell.violating:
+        width, colour = 3, LOOP
     data_colour = request_colour(cell.data) if cell.data else STALE
     data_text = f"KV {cell.data}" if cell.data else "stale KV"
     owner_text = cell.owner if cell.owner else "free"
@@ -150,8 +166,10 @@ def _page_cell(cell: PageCell, col: Column) -> str:
                   'CELLSPACING="1" CELLPADDING="0">' + "".join(f"<TR>{c}</TR>" for c in chips)
                   + '<TR><TD></TD></TR>' * _FILLERS + "</TABLE></TD>")
     rows = [f"<TR>{label}{chip_table}</TR>"]
-    if cell.marks:
+    if cell.marks or held is not None:
         lines = [_mark_line(m, cell.owner) for m in cell.marks]
+        if held is not None:
+            lines.append(_held_line(held))
         rows.append(f'<TR><TD COLSPAN="2" ALIGN="LEFT" VALIGN="TOP" CELLPADDING="1">'
                     f'{_lines(lines)}</TD></TR>')
     # empty rows soak up the height a taller neighbour forces on this cell (Graphviz
@@ -209,10 +227,53 @@ def _row_head(text: str, colour: str | None = None, sub: str | None = None) -> s
 
 # -- the strip table -------------------------------------------------------------------
 
+def _loop_cell(tl: Timeline, col: Column) -> str:
+    """The cell of ``col`` in a lasso's loop row (``PORT`` for the back-edge)."""
+    attrs = f'ID="loop{col.index}" PORT="loop{col.index}"'
+    k = tl.loop_start if tl.loop_start is not None else tl.steps
+    if tl.stops and col.loop_anchor:
+        return (f'<TD {attrs} BGCOLOR="{LOOP_TINT}" BORDER="2" COLOR="{LOOP}">'
+                f'{_font("■ stops here", 9, LOOP, bold=True)}<BR/>'
+                f'{_font("nothing enabled: forever", 8, LOOP)}</TD>')
+    if col.in_loop:
+        first, last = col.index == k + 1, col.index == tl.steps
+        if first and last:
+            parts = [_font("↻ loop", 9, LOOP, bold=True), _font("repeats forever", 8, LOOP)]
+        elif first:
+            parts = [_font("↻ loop starts", 9, LOOP, bold=True),
+                     _font("repeats forever", 8, LOOP)]
+        elif last:
+            parts = [_font("↻ loop ends", 9, LOOP, bold=True),
+                     _font(f"then step {k + 1} again", 8, LOOP)]
+        else:
+            parts = [_font("↻ loop", 9, LOOP, bold=True)]
+        return (f'<TD {attrs} BGCOLOR="{LOOP_TINT}" BORDER="2" COLOR="{LOOP}">'
+                f'{"<BR/>".join(parts)}</TD>')
+    if col.loop_anchor:
+        return (f'<TD {attrs} BORDER="0">{_font("the loop returns", 8, LOOP, italic=True)}'
+                f'<BR/>{_font(f"to this state (= after step {tl.steps})", 8, LOOP, italic=True)}'
+                "</TD>")
+    return f'<TD {attrs} BORDER="0"> </TD>'
+
+
+def _held_at(tl: Timeline, col: Column) -> dict[int, HeldPage]:
+    """The pages drawn as held forever in ``col`` (the loop's states)."""
+    if not tl.is_lasso or not (col.in_loop or col.loop_anchor):
+        return {}
+    out: dict[int, HeldPage] = {}
+    for h in tl.held:
+        out.setdefault(h.page, h)
+    return out
+
+
 def _strip(tl: Timeline, cols: list[Column]) -> str:
     n = len(cols)
-    rows = ['<TR><TD BGCOLOR="#FAFAFA">' + _font("step →", 9, DIM) + "</TD>" +
-            "".join(_header_cell(c) for c in cols) + "</TR>"]
+    rows = []
+    if tl.is_lasso:
+        rows.append('<TR><TD BGCOLOR="#FAFAFA">' + _font("lasso", 9, LOOP, bold=True) + "</TD>"
+                    + "".join(_loop_cell(tl, c) for c in cols) + "</TR>")
+    rows.append('<TR><TD BGCOLOR="#FAFAFA">' + _font("step →", 9, DIM) + "</TD>" +
+                "".join(_header_cell(c) for c in cols) + "</TR>")
     if tl.requests:
         phase = f"lifecycle phase ({tl.phase_var})" if tl.phase_var else "lifecycle"
         rows.append(f'<TR><TD COLSPAN="{n + 1}" ALIGN="LEFT" BGCOLOR="#FFFFFF" BORDER="0">'
@@ -226,9 +287,15 @@ def _strip(tl: Timeline, cols: list[Column]) -> str:
         rows.append(f'<TR><TD COLSPAN="{n + 1}" ALIGN="LEFT" BGCOLOR="#FFFFFF" BORDER="0">'
                     + _font("page pool — fill: owner · chip: whose KV data the page holds · "
                             "⇢ rN write: a write in flight", 9, DIM, italic=True) + "</TD></TR>")
+    held_pages = {h.page: h for h in reversed(tl.held)}
     for p in shown:
-        rows.append("<TR>" + _row_head(f"page {p}") +
-                    "".join(_page_cell(c.pages[p], c) for c in cols) + "</TR>")
+        head = _row_head(f"page {p}")
+        if p in held_pages:
+            sub = "write never lands" if held_pages[p].kind == "write" else "held forever"
+            head = _row_head(f"page {p}", LOOP_TINT, f"⟳ {sub}")
+        rows.append("<TR>" + head +
+                    "".join(_page_cell(c.pages[p], c, _held_at(tl, c).get(p)) for c in cols)
+                    + "</TR>")
     if tl.untouched_pages:
         pl = "page" if len(tl.untouched_pages) == 1 else "pages"
         rows.append("<TR>" + _row_head(f"{pl} {page_ranges(tl.untouched_pages)}") +
@@ -251,15 +318,62 @@ def _title(tl: Timeline) -> str:
     sizes = ", ".join(f"{k}={v}" for k, v in tl.sizes.items())
     where = f" ({tl.file})" if tl.file else ""
     steps = f"{tl.steps} step" + ("" if tl.steps == 1 else "s")
+    what = f"counterexample to {tl.prop}: {steps}"
+    if tl.loop_start is not None:
+        what = f"lasso counterexample to {tl.prop}: {_lasso_shape(tl)}"
     return ('<<TABLE BORDER="0" CELLPADDING="2"><TR><TD ALIGN="LEFT">'
             + _font(f"{tl.model}{where}", 14, bold=True) + "  " + _font(sizes, 11, DIM) +
             '</TD></TR><TR><TD ALIGN="LEFT">' +
-            _font(f"counterexample to {tl.prop}: {steps}", 11) +
+            _font(what, 11) +
             "</TD></TR></TABLE>>")
+
+
+def _steps_text(first: int, last: int) -> str:
+    return f"step {first}" if first == last else f"steps {first}–{last}"
+
+
+def _lasso_shape(tl: Timeline) -> str:
+    """``2-step prefix, then step 3 repeats forever`` (or ``stops after step 6``)."""
+    k = tl.loop_start if tl.loop_start is not None else tl.steps
+    prefix = f"{k}-step prefix" if k else "no prefix"
+    if tl.stops:
+        return f"{tl.steps} step" + ("" if tl.steps == 1 else "s") + \
+            ", then nothing is enabled: the last state repeats forever"
+    loop = _steps_text(k + 1, tl.steps)
+    return f"{prefix}, then {loop} repeat" + ("s" if k + 1 == tl.steps else "") + " forever"
+
+
+def _lasso_verdict(tl: Timeline) -> list[str]:
+    k = tl.loop_start if tl.loop_start is not None else tl.steps
+    if tl.stops:
+        head = f"✘ {tl.prop} violated: the run stops after step {tl.steps} with nothing " \
+            "enabled, and stays there forever"
+    else:
+        back = "the initial state" if k == 0 else f"the state after step {k}"
+        verb = "repeats" if k + 1 == tl.steps else "repeat"
+        head = f"✘ {tl.prop} violated: {_steps_text(k + 1, tl.steps)} {verb} forever " \
+            f"(back to {back})"
+    lines = [_font(head, 12, VIOLATION, bold=True)]
+    if tl.violation_event is not None:
+        opened = f" at step {tl.violation_step}" if tl.violation_step else ""
+        lines.append(_font(f"pending obligation: {tl.violation_event.text()}, opened{opened}",
+                           10))
+    lines += [_font(part, 10, bold=True) for part in textwrap.wrap(tl.reason, 150)]
+    if tl.held:
+        what = "pages held across the loop" if not tl.stops else "pages held forever"
+        lines.append(_font(f"{what} (their obligation stays pending):", 9, DIM))
+        for h in tl.held[:8]:
+            lines.append(_font(f"⟳ {h.text()}", 9, LOOP, bold=h.obligation))
+        if len(tl.held) > 8:
+            lines.append(_font(f"… and {len(tl.held) - 8} more", 9, DIM))
+    return lines
 
 
 def _verdict(tl: Timeline) -> str:
     lines: list[str] = []
+    if tl.is_lasso:
+        lines = _lasso_verdict(tl)
+        return _verdict_box(tl, lines)
     step = tl.violation_step
     where = f"at step {step}" if step else "in the initial state"
     head = f"✘ {tl.prop} violated {where}"
@@ -277,6 +391,14 @@ def _verdict(tl: Timeline) -> str:
             lines.append(_font(("✘ " if lk.violating else "⚠ ") + lk.text(), 9, VIOLATION))
         if len(leaks) > 8:
             lines.append(_font(f"… and {len(leaks) - 8} more", 9, DIM))
+    return _verdict_box(tl, lines)
+
+
+def _verdict_box(tl: Timeline, lines: list[str]) -> str:
+    if tl.is_lasso and tl.leaks:
+        lines = lines + [_font("where KV crossed a request boundary (stale or foreign data, "
+                               "late writes):", 9, DIM)]
+        lines += [_font("⚠ " + lk.text(), 9, VIOLATION) for lk in tl.leaks[:8]]
     return (f'<<TABLE BORDER="2" COLOR="{VIOLATION}" CELLBORDER="0" CELLPADDING="4" '
             f'BGCOLOR="{VIOLATION_TINT}"><TR><TD ID="verdict" ALIGN="LEFT">{_lines(lines)}'
             "</TD></TR></TABLE>>")
@@ -305,6 +427,13 @@ def _legend(tl: Timeline) -> str:
         "request rows: lifecycle phase (bold when it changed), model flags that changed "
         "(name = new value), request events",
     ]
+    if tl.is_lasso:
+        expl += [
+            "lasso: ↻ purple columns repeat forever; the purple arrow goes from the loop's "
+            "last step back to its first (■: the run stops, nothing is enabled)",
+            "purple border and ⟳ = a page held across the loop: its obligation (free, or "
+            "the write's landing) stays pending forever",
+        ]
     text = "".join(f'<TR><TD ALIGN="LEFT">{_font(e, 9)}</TD></TR>' for e in expl)
     return ('<<TABLE BORDER="1" COLOR="#BBBBBB" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2">'
             f'<TR><TD ALIGN="LEFT">{_font("legend", 10, bold=True)}'
@@ -337,14 +466,38 @@ def build_trace_graph(trace: Mapping[str, Any], *,
     strips = _strips(tl.columns, columns_per_row)
     for k, cols in enumerate(strips):
         name = f"strip{k}"
+        if tl.is_lasso and k == 0:  # room above the first strip for the back-edge's arc
+            g.node("loop_space", "", shape="plaintext", height="0.9", width="0.1")
+            g.edge(previous, "loop_space")
+            previous = "loop_space"
         g.node(name, _strip(tl, cols))
         g.edge(previous, name)
         previous = name
+    if tl.is_lasso:
+        _back_edge(g, tl, strips)
     g.node("verdict", _verdict(tl))
     g.edge(previous, "verdict")
     g.node("legend", _legend(tl))
     g.edge("verdict", "legend")
     return g
+
+
+def _back_edge(g: graphviz.Digraph, tl: Timeline, strips: list[list[Column]]) -> None:
+    """The lasso's return arrow, between the ``loop<step>`` ports of the loop row: from
+    the last loop column to the first, or a self-loop on the last column of a run that
+    stops."""
+    where = {c.index: f"strip{k}" for k, cols in enumerate(strips) for c in cols}
+    last = tl.steps
+    k = tl.loop_start if tl.loop_start is not None else last
+    if tl.stops:
+        target, label = last, "nothing enabled: stays here forever"
+    else:
+        back = "the initial state" if k == 0 else f"the state after step {k}"
+        target = k + 1
+        label = f"↻ repeats forever (step {last} returns to {back})"
+    g.edge(f"{where[last]}:loop{last}:n", f"{where[target]}:loop{target}:n",
+           label=label, style="bold", color=LOOP, fontcolor=LOOP, fontsize="10",
+           fontname=FONT, penwidth="2", constraint="false", dir="forward", id="back_edge")
 
 
 def trace_dot(trace: Mapping[str, Any], *, columns_per_row: int = DEFAULT_COLUMNS_PER_ROW) -> str:

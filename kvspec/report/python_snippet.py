@@ -1,4 +1,5 @@
-"""A counterexample as a short runnable Python program (``kvspec verify --python FILE``).
+"""A counterexample as a short runnable Python program (``kvspec verify --python FILE``;
+a lasso from ``kvspec live``: :func:`lasso_program`).
 
 In the spirit of Hypothesis' stateful failures, the program *is* the counterexample:
 it loads the model with kvspec's public API (:func:`kvspec.testing.load`, and the
@@ -12,10 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import string
+import textwrap
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["trace_program"]
+__all__ = ["lasso_program", "trace_program"]
 
 _TEMPLATE = '''\
 #!/usr/bin/env python3
@@ -158,3 +161,237 @@ def trace_program(trace: Mapping[str, Any], model_path: str | Path,
         model_abs=_lit(str(Path(path).resolve())), sizes=json.dumps(sizes),
         class_name=_lit(name), sha_lit=_lit(str(model.get("sha256", ""))), width=width,
         body=body).rstrip() + "\n"
+
+
+# -- lassos (liveness counterexamples) ---------------------------------------------------
+
+#: property -> (events that open an obligation, events that discharge it, whether the
+#: obligation is per (request, page) and counted per write) — docs/liveness.md
+_OBLIGATIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool, bool]] = {
+    "pages-eventually-freed": (("alloc",), ("free",), True, False),
+    "request-terminates": (("admit",), ("finish", "abort", "timeout", "reject"), False, False),
+    "writes-eventually-quiesce": (("post_write",), ("land_write", "drain"), True, True),
+}
+
+_LASSO_TEMPLATE = string.Template('''\
+#!/usr/bin/env python3
+"""$title
+
+$reason_line
+
+$about
+"""
+import sys
+from pathlib import Path
+
+from kvspec.testing import load
+
+HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
+MODEL = HERE / $model_rel
+if not MODEL.is_file():
+    MODEL = Path($model_abs)
+SIZES = $sizes
+PROPERTY = $prop_lit
+REASON = $reason_lit
+#: the event that opened the obligation that stays pending: (kind, request, page)
+OBLIGATION = $obligation
+OPENS, DISCHARGES = $opens, $discharges
+PER_PAGE, COUNTED = $per_page, $counted
+#: check the loop against the model's @action(fair=...) declarations
+FAIRNESS = $fairness
+
+# (trace step number, action, arguments)
+PREFIX = [
+$prefix]
+LOOP = [  # repeats forever; empty: the run stops after the prefix (nothing enabled)
+$loop]
+
+system = load(MODEL, sizes=SIZES, model_class=$class_name)
+if system.loaded.sha256 != $sha_lit:
+    print(f"note: {MODEL} changed since this counterexample was found", file=sys.stderr)
+MODEL_VARS = [v["name"] for v in system.schema.to_json()["vars"] if v.get("owner") == "model"]
+FAIR = dict(system.loaded.decl.fairness) if FAIRNESS else {}
+
+
+def fail(why):
+    print(f"{why}: the lasso no longer reproduces", file=sys.stderr)
+    sys.exit(1)
+
+
+def model_state(state):
+    """The model's own variables (the property monitors aside)."""
+    doc = system.schema.to_json_state(state)
+    return {name: doc.get(name) for name in MODEL_VARS}
+
+
+def enabled(state):
+    return {inst.index for inst in system.instances if system.step(state, inst) is not None}
+
+
+class Obligation:
+    """Is the obligation opened by OBLIGATION still pending? Kept from the events."""
+
+    def __init__(self):
+        self.pending = 0
+
+    def watch(self, events):
+        """Follow ``events``; True when one of them discharges the obligation."""
+        kind, request, page = OBLIGATION
+        discharged = False
+        for ev in events:
+            if f"r{ev.request}" != request or (PER_PAGE and ev.page != page):
+                continue
+            if ev.kind in OPENS:
+                self.pending = self.pending + 1 if COUNTED else 1
+            elif ev.kind in DISCHARGES and self.pending:
+                self.pending = self.pending - 1 if COUNTED else 0
+                discharged = True
+        return discharged
+
+
+state = system.initial
+obligation = Obligation()
+
+
+def step(index, action, args):
+    """Run one action instance of the lasso on the current state."""
+    global state
+    inst = next((i for i in system.instances if i.name == action and i.args_json() == args),
+                None)
+    if inst is None:
+        fail(f"step {index}: the model has no action instance {action}({args})")
+    res = system.step(state, inst)
+    if res is None:
+        fail(f"step {index}: {inst.label()} is not enabled")
+    events = ", ".join(e.text() for e in res.events)
+    print(f"{index:>5}  {inst.label():<$width}  {events}".rstrip())
+    state = res.state
+    return inst, obligation.watch(res.events)
+
+
+what = f"{OBLIGATION[0]}({OBLIGATION[1]}" + (f", page {OBLIGATION[2]})" if PER_PAGE else ")")
+print("prefix:" if PREFIX else "no prefix")
+for index, action, args in PREFIX:
+    step(index, action, args)
+if not obligation.pending:
+    fail(f"after the prefix, {what} is not pending")
+start = model_state(state)
+if not LOOP:
+    if enabled(state):
+        fail(f"after step {len(PREFIX)} an action is still enabled (the run does not stop)")
+    print(f"then nothing is enabled: the run stays in this state forever, with {what} "
+          "pending")
+for iteration in (1, 2) if LOOP else ():
+    print(f"loop, iteration {iteration} (repeats forever):")
+    taken, on_loop = set(), []
+    for index, action, args in LOOP:
+        on_loop.append(enabled(state))
+        inst, discharged = step(index, action, args)
+        taken.add(inst.index)
+        if discharged:
+            fail(f"step {index} discharges {what}")
+        if not obligation.pending:
+            fail(f"after step {index}, {what} is no longer pending")
+    if model_state(state) != start:
+        fail(f"the loop no longer returns to the state after step {len(PREFIX)}")
+    for inst in system.instances:
+        fair = FAIR.get(inst.name)
+        if inst.index in taken or fair is None:
+            continue
+        if fair == "weak" and all(inst.index in e for e in on_loop):
+            fail(f"the loop is not fair: {inst.label()} (weakly fair) is enabled at every "
+                 "state of the loop and never taken")
+        if fair == "strong" and any(inst.index in e for e in on_loop):
+            fail(f"the loop is not fair: {inst.label()} (strongly fair) is enabled on the "
+                 "loop and never taken")
+if LOOP:
+    back = "the initial state" if not PREFIX else f"the state after step {len(PREFIX)}"
+    print(f"the loop returns to {back} and repeats forever, with {what} pending")
+print(f"VIOLATED {PROPERTY}: {REASON}")
+''')
+
+
+def _lasso_rows(steps: list[Mapping[str, Any]], first: int) -> str:
+    rows = []
+    for n, s in enumerate(steps, first):
+        row = f"    ({n}, {_lit(s['action'])}, {_lit(dict(s.get('args') or {}))}),"
+        comment = _comment(s, False)
+        rows.append(f"{row:<60}  # {comment}" if comment else row)
+    return "".join(r + "\n" for r in rows)
+
+
+def lasso_program(trace_doc: Mapping[str, Any], model_path: str | Path, *,
+                  program_path: str | Path | None = None, fairness: bool | None = None) -> str:
+    """The program for a lasso (a ``kvspec-trace/1`` dict with ``loop_start``, from
+    ``kvspec live``), loading the model from ``model_path``.
+
+    The program re-executes the prefix and then the loop twice. It checks that the
+    loop returns to the model state at its start (or, for a run that stops, that
+    nothing is enabled in the last state), that the obligation opened by the trace's
+    violating event stays pending with no step of the loop discharging it and, with
+    ``fairness``, that the loop is fair under the model's ``@action(fair=...)``
+    declarations. It exits 0 while all of that holds and 1 otherwise. ``fairness``
+    defaults to what the search assumed (the reason says "declarations ignored" under
+    ``kvspec live --no-fairness``). ``program_path`` is where the program will be
+    written (the model is looked up relative to it first). A trace without
+    ``loop_start``, or of a property that is not a liveness obligation, raises
+    ``ValueError``."""
+    loop_start = trace_doc.get("loop_start")
+    steps = list(trace_doc.get("steps") or [])
+    if isinstance(loop_start, bool) or not isinstance(loop_start, int) \
+            or not 0 <= loop_start <= len(steps):
+        raise ValueError("not a lasso: the trace has no valid 'loop_start' "
+                         "(use trace_program for a finite counterexample)")
+    prop = str(trace_doc.get("property", ""))
+    if prop not in _OBLIGATIONS:
+        raise ValueError(f"no lasso program for {prop!r}: expected one of "
+                         + ", ".join(_OBLIGATIONS))
+    opens, discharges, per_page, counted = _OBLIGATIONS[prop]
+    event = ((steps[-1].get("violation") or {}).get("event") if steps else None) or {}
+    if event.get("kind") not in opens:
+        raise ValueError(f"the lasso's violation event {event!r} does not open a {prop} "
+                         "obligation")
+    reason = str(trace_doc.get("reason") or "")
+    if fairness is None:  # kvspec live --no-fairness: "no fairness assumed (declarations ignored)"
+        fairness = "declarations ignored" not in reason
+    model = trace_doc.get("model") or {}
+    name = str(model.get("name", "")) or None
+    sizes = {str(k): int(v) for k, v in (trace_doc.get("sizes") or {}).items()}
+    path = str(model_path)
+    k, n = loop_start, len(steps)
+    shape = (f"{n} step{'' if n == 1 else 's'}, then nothing is enabled" if k == n else
+             f"{k}-step prefix, then " + (f"step {n} repeats" if n - k == 1 else
+                                          f"steps {k + 1}-{n} repeat") + " forever")
+    title = (f"Lasso counterexample to {prop} in {name or 'the model'} ({path}):\n{shape}, "
+             f"at sizes {', '.join(f'{a}={b}' for a, b in sizes.items())}.")
+    width = max([len(str(s.get("label", ""))) for s in steps] + [20])
+    return _LASSO_TEMPLATE.substitute(
+        title=title.replace('"""', "'''"),
+        reason_line=textwrap.fill("Why: " + reason, 88).replace('"""', "'''")
+        .replace("\\", "\\\\"),
+        about=textwrap.fill(
+            "Generated by kvspec (kvspec.report.python_snippet.lasso_program): re-executes "
+            + ("the steps" if k == n else "the prefix, then the loop twice,")
+            + " on the model and checks that the run is still a counterexample: "
+            + ("nothing is enabled after the last step" if k == n else
+               "the loop returns to the model state at its start")
+            + f", the obligation opened by {_event_text(event)} stays pending and no step "
+            "of the loop discharges it"
+            + (", and the loop is fair under the model's fairness declarations"
+               if fairness and k < n else "")
+            + ". Exit 0 while the leak reproduces, 1 (with the reason) once it does not, "
+            "e.g. after the model was fixed.", 88),
+        model_rel=_lit(_relative(Path(path), program_path)),
+        model_abs=_lit(str(Path(path).resolve())), sizes=json.dumps(sizes),
+        prop_lit=_lit(prop), reason_lit=_lit(reason),
+        obligation=_lit((event.get("kind"), event.get("request"), event.get("page"))),
+        opens=_lit(opens), discharges=_lit(discharges), per_page=per_page, counted=counted,
+        fairness=bool(fairness), prefix=_lasso_rows(steps[:k], 1),
+        loop=_lasso_rows(steps[k:], k + 1), class_name=_lit(name),
+        sha_lit=_lit(str(model.get("sha256", ""))), width=width).rstrip() + "\n"
+
+
+def _event_text(ev: Mapping[str, Any]) -> str:
+    page = ev.get("page")
+    return f"{ev.get('kind')}({ev.get('request')}" + (f", page {page})" if page is not None
+                                                       else ")")

@@ -105,7 +105,7 @@ class KvspecModel(pytest.Collector):
         return self.parent.gate
 
     def collect(self) -> list[pytest.Item]:  # type: ignore[override]
-        from kvspec.gate.check import COVERAGE, MODEL, compile_for
+        from kvspec.gate.check import COVERAGE, MODEL, compile_for, liveness_checks
         from kvspec.lang.errors import ModelError, UsageError
 
         try:
@@ -114,7 +114,8 @@ class KvspecModel(pytest.Collector):
             self.error = exc
             return [KvspecCase.from_parent(self, name=MODEL)]
         system, _expect = self.compiled
-        names = [p.name for p in system.properties] + [COVERAGE]
+        names = ([p.name for p in system.properties] + [COVERAGE]
+                 + liveness_checks(self.model))
         return [KvspecCase.from_parent(self, name=n) for n in names]
 
     def model_run(self) -> "ModelRun":

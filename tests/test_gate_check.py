@@ -70,10 +70,10 @@ def action_line(path: Path, action: str) -> int:
 def test_green_on_the_good_design(repo: Path, tmp_path: Path) -> None:
     res = check(repo, "--junit", str(tmp_path / "j.xml"))
     assert res.code == 0, res.out + res.err
-    assert res.out.rstrip().splitlines()[-1].startswith("kvspec check: OK: 12 passed (2 models")
+    assert res.out.rstrip().splitlines()[-1].startswith("kvspec check: OK: 14 passed (2 models")
     assert f"✔ {NRBD:<28} VIOLATED (explicit, 4 steps)  (expected)" in res.out
     cases = junit_cases(tmp_path / "j.xml")
-    assert len(cases) == 12 and all(outcome(tc) == "passed" for tc in cases.values())
+    assert len(cases) == 14 and all(outcome(tc) == "passed" for tc in cases.values())
     assert ("transfer", "coverage") in cases and ("legacy", WTOP) in cases
 
 
@@ -86,7 +86,7 @@ def test_red_on_the_regressed_design_with_junit_sarif_and_summary(
     junit, sarif, summary = tmp_path / "j.xml", tmp_path / "r.sarif", tmp_path / "s.md"
     res = check(repo, "--junit", str(junit), "--sarif", str(sarif), "--summary", str(summary))
     assert res.code == 1
-    assert "kvspec check: FAILED: 3 failed, 9 passed" in res.out
+    assert "kvspec check: FAILED: 3 failed, 11 passed" in res.out
     assert f"{NRBD} started failing: VIOLATED (explicit, 4 steps); expected it to hold" in res.out
 
     cases = junit_cases(junit)
@@ -129,7 +129,7 @@ def test_red_on_the_regressed_design_with_junit_sarif_and_summary(
     assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == repo.as_uri() + "/"
 
     text = summary.read_text()
-    assert text.startswith("## ❌ kvspec check: FAILED: 3 failed, 9 passed")
+    assert text.startswith("## ❌ kvspec check: FAILED: 3 failed, 11 passed")
     assert f"| ❌ | transfer | {NRBD} | holds | VIOLATED (explicit, 4 steps) |" in text
     assert "```text\nCounterexample for" in text
     assert step_summary.read_text() == "earlier step\n" + text  # appended
@@ -139,7 +139,7 @@ def test_a_dead_abort_fails_the_gate_unless_allowed(repo: Path, tmp_path: Path) 
     use_version(repo, "dead_abort")
     res = check(repo, "--model", "transfer", "--junit", str(tmp_path / "j.xml"))
     assert res.code == 1  # every property still holds: only coverage catches it
-    assert "kvspec check: FAILED: 1 failed, 5 passed (1 model" in res.out
+    assert "kvspec check: FAILED: 1 failed, 6 passed (1 model" in res.out
     assert "dead actions: abort, release never fire in any reachable state" in res.out
     assert "list them in tool.kvspec.model[0].allow-dead" in res.out
     cov = junit_cases(tmp_path / "j.xml")[("transfer", "coverage")]
@@ -167,7 +167,7 @@ def test_expectations_that_stop_matching_each_fail_with_their_own_message(repo: 
     assert res.code == 1
     assert (f"{NRBD}: the shortest counterexample is now 4 steps, "
             f"tool.kvspec.model[1].expect.{NRBD} pins 5") in res.out
-    assert "1 failed, 5 passed" in res.out
+    assert "1 failed, 6 passed" in res.out
 
 
 def test_only_undecided_cases_exit_3(repo: Path, tmp_path: Path) -> None:
@@ -176,7 +176,7 @@ def test_only_undecided_cases_exit_3(repo: Path, tmp_path: Path) -> None:
         'engine = "auto"', 'engine = "explicit"\nmax-states = 5', 1))
     res = check(repo, "--model", "transfer", "--junit", str(tmp_path / "j.xml"))
     assert res.code == 3, res.out
-    assert "kvspec check: UNKNOWN: 5 unknown, 1 passed" in res.out
+    assert "kvspec check: UNKNOWN: 6 unknown, 1 passed" in res.out
     assert "was not decided: UNKNOWN (explicit, state limit" in res.out
     cases = junit_cases(tmp_path / "j.xml")
     assert outcome(cases[("transfer", NRBD)]) == "error:unknown"
@@ -218,7 +218,7 @@ def test_same_verdicts_from_any_working_directory(repo: Path, tmp_path: Path,
         seen.append({k: (outcome(tc), tc.get("file"), tc.find("failure").get("message")
                          if tc.find("failure") is not None else None)
                      for k, tc in cases.items()})
-    assert seen[0] == seen[1] == seen[2] and len(seen[0]) == 12
+    assert seen[0] == seen[1] == seen[2] and len(seen[0]) == 14
 
 
 def test_a_stored_certificate_is_rechecked_and_its_rejection_shown(repo: Path) -> None:
@@ -256,3 +256,62 @@ def test_diff_of_the_two_versions_prints_the_distinguishing_behaviour(repo: Path
     same = run_cli("diff", str(repo / "versions" / "good.py"),
                    str(repo / "versions" / "good.py"), "--no-verdicts")
     assert same.code == 0 and "no behavioural difference" in same.out
+
+
+def _single_model(repo: Path, extra: str) -> None:
+    """Keep only the `transfer` model in the repository's configuration, plus ``extra``."""
+    text = (GATE_REPO / "pyproject.toml").read_text()
+    head = text[:text.index("# the design before the fix")]
+    (repo / "pyproject.toml").write_text(head + extra)
+
+
+def test_a_reachable_deadlock_fails_the_gate(repo: Path) -> None:
+    # decode forgets to say the request finished: the run ends with nothing enabled
+    # and a request that never terminated
+    target = repo / "lifecycle" / "transfer.py"
+    source = target.read_text()
+    assert "        emit.finish(r)\n" in source
+    target.write_text(source.replace("        emit.finish(r)\n", "", 1))
+    _single_model(repo, "")
+    res = check(repo)
+    assert res.code == 1, res.out
+    assert "deadlock-freedom started failing: VIOLATED (deadlock" in res.out
+    assert "no action is enabled, and r0 has had no terminal event" in res.out
+    # liveness = [] turns the deadlock check off; a deadlock can also be expected
+    _single_model(repo, "liveness = []\n")
+    assert check(repo).code == 0
+    _single_model(repo, '[tool.kvspec.model.expect]\ndeadlock-freedom = "violated"\n')
+    ok = check(repo)
+    assert ok.code == 0 and "(expected)" in ok.out
+
+
+def test_liveness_properties_are_gated(repo: Path) -> None:
+    live = 'liveness = ["deadlock-freedom", "pages-eventually-freed"]\n'
+    _single_model(repo, live)
+    good = check(repo)
+    assert good.code == 0, good.out
+    assert "pages-eventually-freed" in good.out
+    # decode no longer frees its pages: they stay held after the run ends
+    target = repo / "lifecycle" / "transfer.py"
+    source = target.read_text()
+    leaky = source.replace("        emit.decode(r)\n        emit.free(r, pages=mine)\n",
+                           "        emit.decode(r)\n", 1)
+    assert leaky != source
+    target.write_text(leaky)
+    res = check(repo)
+    assert res.code == 1
+    assert "pages-eventually-freed started failing: VIOLATED (fair-cycle" in res.out
+    steps = re.search(r"pages-eventually-freed started failing: VIOLATED \(fair-cycle, "
+                      r"(\d+)-step prefix", res.out)
+    assert steps is not None
+    _single_model(repo, live + "[tool.kvspec.model.expect]\npages-eventually-freed = "
+                  f"{{ verdict = \"violated\", length = {steps.group(1)} }}\n")
+    assert check(repo).code == 0
+
+
+def test_an_unknown_liveness_check_is_a_config_error(repo: Path) -> None:
+    _single_model(repo, 'liveness = ["pages-eventualy-freed"]\n')
+    res = check(repo)
+    assert res.code == 2
+    assert "unknown liveness property 'pages-eventualy-freed' (did you mean " \
+           "'pages-eventually-freed'?" in res.out

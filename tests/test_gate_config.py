@@ -129,7 +129,7 @@ def test_names_checked_against_the_model_are_one_line_exit_2(repo: Path, old: st
     assert res.code == 2
     assert res.err.count("\n") == 1 and "Traceback" not in res.err and message in res.err
     assert "transfer (lifecycle/transfer.py" in res.out  # the other model was checked
-    assert "kvspec check: ERROR: 1 error, 6 passed" in res.out
+    assert "kvspec check: ERROR: 1 error, 7 passed" in res.out
 
 
 def test_a_model_error_names_the_model_file_and_line(repo: Path) -> None:

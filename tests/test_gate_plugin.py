@@ -56,13 +56,14 @@ def test_models_become_items_only_when_asked(repo: Path) -> None:
     assert off.returncode == 5, off.stdout  # no tests: the plugin stays out of the way
     on = pytest_in(repo, "--kvspec", "-v")
     assert on.returncode == 0, on.stdout + on.stderr
-    assert "12 passed" in on.stdout
+    assert "14 passed" in on.stdout
     for node in ("pyproject.toml::transfer::no-reuse-before-drain PASSED",
                  "pyproject.toml::transfer::coverage PASSED",
+                 "pyproject.toml::transfer::deadlock-freedom PASSED",
                  "pyproject.toml::legacy::writes-target-owned-pages PASSED"):
         assert node in on.stdout
     picked = pytest_in(repo, "--kvspec", "-q", "-k", "legacy")
-    assert picked.returncode == 0 and "6 passed, 6 deselected" in picked.stdout
+    assert picked.returncode == 0 and "7 passed, 7 deselected" in picked.stdout
 
 
 def test_the_ini_option_turns_it_on_and_failures_show_the_counterexample(repo: Path) -> None:
@@ -71,7 +72,7 @@ def test_the_ini_option_turns_it_on_and_failures_show_the_counterexample(repo: P
     pyproject.write_text(pyproject.read_text() + "\n[tool.pytest.ini_options]\nkvspec = true\n")
     res = pytest_in(repo, "-q")
     assert res.returncode == 1
-    assert "3 failed, 9 passed" in res.stdout
+    assert "3 failed, 11 passed" in res.stdout
     assert "FAILED pyproject.toml::transfer::no-reuse-before-drain" in res.stdout
     assert "FAILED pyproject.toml::transfer::coverage" in res.stdout
     assert ("failed: no-reuse-before-drain started failing: VIOLATED (explicit, 4 steps); "
@@ -106,5 +107,5 @@ def test_each_model_runs_once_for_all_its_items(repo: Path, pytester: pytest.Pyt
         else:
             shutil.copyfile(item, dest)
     result = pytester.runpytest_inprocess("--kvspec", "-p", "no:cacheprovider", *plugin_args())
-    result.assert_outcomes(passed=12)
+    result.assert_outcomes(passed=14)
     assert calls == ["transfer", "legacy"]

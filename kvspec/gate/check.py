@@ -13,6 +13,10 @@ Each model gives one *case* per property and one ``coverage`` case:
 * ``coverage`` fails when an action never fires in any reachable state (a **dead
   action**) unless ``allow-dead`` names it: a design whose ``abort`` can never fire
   proves nothing about aborts.
+* the liveness checks of ``liveness`` (default: ``deadlock-freedom`` only; a liveness
+  property named in ``expect`` is checked too) are judged like the safety properties,
+  by the exhaustive explicit liveness search of ``kvspec live`` under the model's
+  declared fairness: a reachable deadlock, or a leak shown by a lasso, fails the gate.
 
 Properties the model checks but ``expect`` does not name must hold. A model that does
 not load or compile, or whose ``expect``/``allow-dead`` names a property or action it
@@ -41,8 +45,8 @@ from kvspec.trace import Trace
 from kvspec.verdict import EXIT_HOLDS, EXIT_UNKNOWN, EXIT_USAGE, EXIT_VIOLATED, Result, Status, Verdict
 
 __all__ = ["COVERAGE", "MODEL", "Case", "CaseStatus", "GateRun", "Kind", "ModelRun",
-           "check_model", "compile_for", "coverage_case", "judge", "run_gate", "select_models",
-           "trace_text"]
+           "check_model", "compile_for", "coverage_case", "judge", "liveness_checks", "run_gate",
+           "select_models", "trace_text"]
 
 #: the name of the per-model coverage case
 COVERAGE = "coverage"
@@ -193,10 +197,42 @@ def check_model(config: GateConfig, model: ModelConfig, *, warn: Warn | None = N
             out.cases.append(judge(model, system, v, expect[v.prop], props[v.prop].summary))
         out.coverage = _coverage(model, system, result)
         out.cases.append(coverage_case(model, system, out.coverage))
+        out.cases.extend(_liveness_cases(model, system, expect))
     except (ModelError, UsageError) as exc:
         out.cases = [_error_case(config, model, exc)]
     out.seconds = time.monotonic() - start
     return out
+
+
+def liveness_checks(model: ModelConfig) -> list[str]:
+    """The liveness properties the gate checks for ``model``: its ``liveness`` list and
+    every liveness property its ``expect`` names."""
+    from kvspec.liveness.obligations import DEADLOCK, LIVENESS
+
+    names = list(model.liveness)
+    names += [p for p in model.expect if (p in LIVENESS or p == DEADLOCK) and p not in names]
+    return names
+
+
+def _liveness_cases(model: ModelConfig, system: System,
+                    expect: dict[str, Expectation]) -> list[Case]:
+    """The verdicts of :func:`liveness_checks`, judged against ``expect``."""
+    names = liveness_checks(model)
+    if not names:
+        return []
+    from kvspec.liveness.check import check_liveness
+    from kvspec.liveness.live_cmd import compile_for_liveness
+    from kvspec.liveness.obligations import DEADLOCK, LIVENESS
+
+    live = compile_for_liveness(system.loaded, dict(system.sizes))
+    verdicts, _ = check_liveness(live, properties=[n for n in names if n != DEADLOCK],
+                                 deadlock=DEADLOCK in names, max_states=model.max_states,
+                                 timeout=model.timeout)
+    summaries = {name: info.summary for name, info in LIVENESS.items()}
+    summaries[DEADLOCK] = ("no reachable state where nothing is enabled while a request has "
+                           "not terminated")
+    return [judge(model, live, v, expect.get(v.prop, Expectation(HOLDS, explicit=False)),
+                  summaries.get(v.prop, "")) for v in verdicts]
 
 
 def compile_for(config: GateConfig, model: ModelConfig) -> Compiled:
@@ -207,9 +243,18 @@ def compile_for(config: GateConfig, model: ModelConfig) -> Compiled:
     from kvspec.lang.system import compile_model
     from kvspec.props.library import LIBRARY
 
+    from kvspec.liveness.obligations import DEADLOCK, LIVENESS
+
     loaded = load_model(model.file, model.model_class)
     invariants = [fn.__name__.replace("_", "-") for fn in loaded.decl.invariants]
-    available = list(LIBRARY) + invariants
+    available = list(LIBRARY) + invariants + list(LIVENESS) + [DEADLOCK]
+    for name in model.liveness:
+        if name not in list(LIVENESS) + [DEADLOCK]:
+            close = difflib.get_close_matches(name, list(LIVENESS) + [DEADLOCK], n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(config.pyproject, f"{model.key}.liveness",
+                              f"unknown liveness property {name!r} ({hint}available: "
+                              f"{', '.join(list(LIVENESS) + [DEADLOCK])})")
     for prop in model.expect:
         if prop not in available:
             close = difflib.get_close_matches(prop, available, n=1)
@@ -219,7 +264,8 @@ def compile_for(config: GateConfig, model: ModelConfig) -> Compiled:
                               f"{', '.join(available)})")
     system = compile_model(loaded, dict(model.sizes), None)
     checked = [p.name for p in system.properties]
-    extra = [p for p in model.expect if p not in checked]
+    live = liveness_checks(model)
+    extra = [p for p in model.expect if p not in checked and p not in live]
     if extra:  # a library property the model does not select by default: check it too
         system = compile_model(loaded, dict(model.sizes), checked + extra)
         checked = [p.name for p in system.properties]
@@ -237,7 +283,7 @@ def compile_for(config: GateConfig, model: ModelConfig) -> Compiled:
                               f"{system.name} has no action {name!r} ({hint}actions: "
                               f"{', '.join(actions)})")
     expect = {name: model.expect.get(name, Expectation(HOLDS, explicit=False))
-              for name in checked}
+              for name in checked + live}
     return system, expect
 
 

@@ -16,6 +16,7 @@ the pytest plugin) gate, and what each is expected to give.
     max-states = 100000                    # optional state limit
     timeout = 120                          # optional, seconds
     allow-dead = ["timeout"]               # actions allowed to never fire
+    liveness = ["deadlock-freedom", "pages-eventually-freed"]   # default: deadlock only
     [tool.kvspec.model.expect]             # property -> expected verdict
     no-reuse-before-drain = "holds"
     rejection-is-terminal = { verdict = "violated", length = 3 }
@@ -54,7 +55,9 @@ NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 TOP_KEYS = ("proofs-dir", "model")
 MODEL_KEYS = ("name", "file", "class", "sizes", "engine", "depth", "max-states", "timeout",
-              "allow-dead", "expect")
+              "allow-dead", "liveness", "expect")
+#: the liveness checks a model gets when its entry has no ``liveness`` key
+DEFAULT_LIVENESS = ("deadlock-freedom",)
 EXPECT_KEYS = ("verdict", "length")
 
 
@@ -99,6 +102,8 @@ class ModelConfig:
     timeout: float | None
     allow_dead: tuple[str, ...]
     expect: dict[str, Expectation]
+    #: liveness properties checked by the explicit liveness engine (``kvspec live``)
+    liveness: tuple[str, ...] = DEFAULT_LIVENESS
 
     @property
     def key(self) -> str:
@@ -221,6 +226,8 @@ def _model(v: "_Validator", root: Path, entry: Any, index: int) -> ModelConfig:
     max_states = v.integer(entry, "max-states", key, minimum=1)
     timeout = v.seconds(entry, "timeout", key)
     allow_dead = v.string_list(entry, "allow-dead", key)
+    liveness = (tuple(v.string_list(entry, "liveness", key)) if "liveness" in entry
+                else DEFAULT_LIVENESS)
     expect_table = entry.get("expect", {})
     v.table(expect_table, f"{key}.expect", None)
     expect = {prop: v.expectation(value, f"{key}.expect.{_key_text(prop)}")
@@ -228,7 +235,7 @@ def _model(v: "_Validator", root: Path, entry: Any, index: int) -> ModelConfig:
     assert engine is not None
     return ModelConfig(index, name, file, file_text, cls, dict(sizes), engine,
                        DEFAULT_DEPTH if depth is None else depth, max_states, timeout,
-                       tuple(allow_dead), expect)
+                       tuple(allow_dead), expect, liveness)
 
 
 # -- validation helpers -----------------------------------------------------------------------

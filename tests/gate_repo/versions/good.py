@@ -79,6 +79,7 @@ class Transfer(Model):
         emit.read(r, pages=mine)
         emit.decode(r)
         emit.free(r, pages=mine)
+        emit.finish(r)
         s.owner[mine] = None
         s.landed[mine] = False
         s.phase[r] = Phase.DONE

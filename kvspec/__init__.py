@@ -1,12 +1,13 @@
 """kvspec: a model checker for the KV-cache request lifecycle of LLM inference engines."""
-from kvspec.lang.declare import (Model, Pages, Requests, Size, action, final_state, helper,
-                                 invariant, var)
+from kvspec.lang.declare import (Model, Pages, Requests, Size, action, always_eventually,
+                                 eventually, final_state, helper, invariant, leads_to, var)
 from kvspec.lang.runtime import all_, any_, count, emit, require
 from kvspec.lang.types import Int, Page, Request
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Int", "Model", "Page", "Pages", "Request", "Requests", "Size", "action", "all_", "any_",
-    "count", "emit", "final_state", "helper", "invariant", "require", "var", "__version__",
+    "Int", "Model", "Page", "Pages", "Request", "Requests", "Size", "action", "all_",
+    "always_eventually", "any_", "count", "emit", "eventually", "final_state", "helper",
+    "invariant", "leads_to", "require", "var", "__version__",
 ]

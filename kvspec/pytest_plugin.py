@@ -115,7 +115,8 @@ class KvspecModel(pytest.Collector):
             return [KvspecCase.from_parent(self, name=MODEL)]
         system, _expect = self.compiled
         names = ([p.name for p in system.properties] + [COVERAGE]
-                 + liveness_checks(self.model))
+                 + liveness_checks(self.model,
+                                   [d.prop for d in system.loaded.decl.temporal]))
         return [KvspecCase.from_parent(self, name=n) for n in names]
 
     def model_run(self) -> "ModelRun":

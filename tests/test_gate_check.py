@@ -315,3 +315,29 @@ def test_an_unknown_liveness_check_is_a_config_error(repo: Path) -> None:
     assert res.code == 2
     assert "unknown liveness property 'pages-eventualy-freed' (did you mean " \
            "'pages-eventually-freed'?" in res.out
+
+
+def test_the_models_own_temporal_properties_are_gated(repo: Path) -> None:
+    target = repo / "lifecycle" / "transfer.py"
+    source = target.read_text()
+    source = source.replace("from kvspec import Model,", "from kvspec import leads_to, Model,", 1)
+    source = source.replace("    @invariant\n", '''    def allocated(s, r: Request) -> bool:
+        return s.phase[r] != Phase.NEW
+
+    def done(s, r: Request) -> bool:
+        return s.phase[r] == Phase.DONE
+
+    allocated_is_done = leads_to(allocated, done)
+
+    @invariant
+''', 1)
+    target.write_text(source)
+    _single_model(repo, 'liveness = ["deadlock-freedom", "allocated-is-done"]\n')
+    res = check(repo)
+    assert res.code == 0, res.out
+    assert re.search(r"✔ allocated-is-done +HOLDS \(fair-cycle, exhaustive", res.out), res.out
+    # commit never happens once the write is lost: drop land, and the request starves
+    target.write_text(source.replace("    @action\n    def land(", "    def land(", 1))
+    _single_model(repo, 'liveness = ["allocated-is-done"]\nallow-dead = []\n')
+    starved = check(repo)
+    assert "allocated-is-done started failing: VIOLATED (fair-cycle" in starved.out, starved.out

@@ -41,3 +41,14 @@ def test_the_fixed_async_load_design_needs_its_fairness() -> None:
     verdicts, _ = check_liveness(system, properties=[PEF], deadlock=False, fairness=False)
     (v,) = verdicts
     assert v.status is Status.VIOLATED and "no fairness assumed" in v.detail
+
+
+def test_show_lists_what_live_checks() -> None:
+    from conftest import run_cli
+
+    res = run_cli("show", str(MODELS / "vllm_async_load_fixed.py"))
+    assert res.code == 0
+    text = res.out[res.out.index("liveness (kvspec live):"):]
+    for name in (PEF, RT, WEQ, DEADLOCK):
+        assert f"  {name} " in text
+    assert "fairness: weak fairness: finished_recving, update_waiting, finish" in text

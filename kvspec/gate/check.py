@@ -204,25 +204,33 @@ def check_model(config: GateConfig, model: ModelConfig, *, warn: Warn | None = N
     return out
 
 
-def liveness_checks(model: ModelConfig) -> list[str]:
+def liveness_checks(model: ModelConfig, temporal: list[str] | None = None) -> list[str]:
     """The liveness properties the gate checks for ``model``: its ``liveness`` list and
-    every liveness property its ``expect`` names."""
+    every liveness property its ``expect`` names (the library's, deadlock freedom, and
+    the model's own ``temporal`` properties)."""
     from kvspec.liveness.obligations import DEADLOCK, LIVENESS
 
+    known = set(LIVENESS) | {DEADLOCK} | set(temporal or ())
     names = list(model.liveness)
-    names += [p for p in model.expect if (p in LIVENESS or p == DEADLOCK) and p not in names]
+    names += [p for p in model.expect if p in known and p not in names]
     return names
+
+
+def _temporal_names(loaded: Any) -> list[str]:
+    """The names of the model's own temporal properties (``@eventually``, …)."""
+    return [d.prop for d in getattr(loaded.decl, "temporal", ())]
 
 
 def _liveness_cases(model: ModelConfig, system: System,
                     expect: dict[str, Expectation]) -> list[Case]:
     """The verdicts of :func:`liveness_checks`, judged against ``expect``."""
-    names = liveness_checks(model)
+    names = liveness_checks(model, _temporal_names(system.loaded))
     if not names:
         return []
     from kvspec.liveness.check import check_liveness
     from kvspec.liveness.live_cmd import compile_for_liveness
     from kvspec.liveness.obligations import DEADLOCK, LIVENESS
+    from kvspec.liveness.temporal import temporal_properties
 
     live = compile_for_liveness(system.loaded, dict(system.sizes))
     verdicts, _ = check_liveness(live, properties=[n for n in names if n != DEADLOCK],
@@ -231,6 +239,7 @@ def _liveness_cases(model: ModelConfig, system: System,
     summaries = {name: info.summary for name, info in LIVENESS.items()}
     summaries[DEADLOCK] = ("no reachable state where nothing is enabled while a request has "
                            "not terminated")
+    summaries.update({t.name: t.summary for t in temporal_properties(live)})
     return [judge(model, live, v, expect.get(v.prop, Expectation(HOLDS, explicit=False)),
                   summaries.get(v.prop, "")) for v in verdicts]
 
@@ -247,14 +256,15 @@ def compile_for(config: GateConfig, model: ModelConfig) -> Compiled:
 
     loaded = load_model(model.file, model.model_class)
     invariants = [fn.__name__.replace("_", "-") for fn in loaded.decl.invariants]
-    available = list(LIBRARY) + invariants + list(LIVENESS) + [DEADLOCK]
+    live_names = list(LIVENESS) + [DEADLOCK] + _temporal_names(loaded)
+    available = list(LIBRARY) + invariants + live_names
     for name in model.liveness:
-        if name not in list(LIVENESS) + [DEADLOCK]:
-            close = difflib.get_close_matches(name, list(LIVENESS) + [DEADLOCK], n=1)
+        if name not in live_names:
+            close = difflib.get_close_matches(name, live_names, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(config.pyproject, f"{model.key}.liveness",
                               f"unknown liveness property {name!r} ({hint}available: "
-                              f"{', '.join(list(LIVENESS) + [DEADLOCK])})")
+                              f"{', '.join(live_names)})")
     for prop in model.expect:
         if prop not in available:
             close = difflib.get_close_matches(prop, available, n=1)
@@ -264,7 +274,7 @@ def compile_for(config: GateConfig, model: ModelConfig) -> Compiled:
                               f"{', '.join(available)})")
     system = compile_model(loaded, dict(model.sizes), None)
     checked = [p.name for p in system.properties]
-    live = liveness_checks(model)
+    live = liveness_checks(model, _temporal_names(loaded))
     extra = [p for p in model.expect if p not in checked and p not in live]
     if extra:  # a library property the model does not select by default: check it too
         system = compile_model(loaded, dict(model.sizes), checked + extra)

@@ -1,4 +1,6 @@
-"""What a model file declares: sizes, state variables, actions, invariants.
+"""What a model file declares: sizes, state variables, actions, invariants, and the
+model's own temporal properties (``@eventually``, ``@always_eventually``,
+``leads_to(p, q)``; see ``docs/liveness.md``).
 
 A model is a class deriving from :class:`Model`::
 
@@ -171,6 +173,73 @@ def final_state(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+#: the kinds of user temporal property
+EVENTUALLY = "eventually"
+ALWAYS_EVENTUALLY = "always_eventually"
+LEADS_TO = "leads_to"
+
+
+@dataclass
+class TemporalDecl:
+    """A temporal property the model states about its own state predicates.
+
+    ``p`` (and ``q`` for ``leads_to``) are predicate functions ``(s) -> bool`` or
+    ``(s, r: Request) -> bool`` / ``(s, p: Page) -> bool``, or names of methods of
+    the model (resolved through the MRO, so a subclass may override them)."""
+
+    kind: str
+    p: Any
+    q: Any = None
+    name: str = ""
+    file: str | None = None
+    line: int | None = None
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @property
+    def prop(self) -> str:
+        """The property's name: the attribute name with ``_`` written ``-``."""
+        return self.name.replace("_", "-")
+
+
+def _mark_temporal(fn: Any, kind: str, where: tuple[str | None, int | None]) -> Any:
+    if not inspect.isfunction(fn):
+        raise ModelError(f"@{kind} applies to a state predicate (a method "
+                         f"def name(s) -> bool of the model), not {type(fn).__name__}", *where)
+    fn._kv_kind = kind  # type: ignore[attr-defined]
+    return fn
+
+
+def eventually(fn: Callable[..., bool]) -> Callable[..., bool]:
+    """``@eventually`` on a state predicate ``def done(s) -> bool``: every fair run
+    reaches a state where it holds (F done). With one ``Request`` (or ``Page``)
+    parameter, ``def done(s, r: Request) -> bool``, it must hold eventually for
+    every id (one obligation per id). Property name: ``done`` with ``_`` → ``-``."""
+    return _mark_temporal(fn, EVENTUALLY, _caller_location())
+
+
+def always_eventually(fn: Callable[..., bool]) -> Callable[..., bool]:
+    """``@always_eventually`` on a state predicate: on every fair run it holds
+    infinitely often (GF p); per id when it takes a ``Request`` or ``Page``."""
+    return _mark_temporal(fn, ALWAYS_EVENTUALLY, _caller_location())
+
+
+def leads_to(p: Callable[..., bool] | str, q: Callable[..., bool] | str) -> TemporalDecl:
+    """``served_when_admitted = leads_to(admitted, served)`` in a model class body:
+    on every fair run, whenever ``admitted`` holds, ``served`` holds then or later
+    (p ~> q). ``p`` and ``q`` are state predicates (methods, functions, or method
+    names) taking the state, and at most one ``Request`` or ``Page`` each; with an
+    id parameter the property is quantified over every id. The property's name is
+    the attribute name with ``_`` → ``-``."""
+    where = _caller_location()
+    for what, f in (("p", p), ("q", q)):
+        if not (isinstance(f, str) or inspect.isfunction(f)):
+            raise ModelError(f"leads_to({what}=...): expected a state predicate (a method of "
+                             f"the model or its name), not {type(f).__name__}", *where)
+    return TemporalDecl(LEADS_TO, p, q, file=where[0], line=where[1])
+
+
 def invariant(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a method as a state invariant: it returns a bool over the state."""
     fn._kv_kind = "invariant"  # type: ignore[attr-defined]
@@ -198,6 +267,8 @@ class ModelDecl:
     fairness: dict[str, str] = field(default_factory=dict)
     #: ``@final_state`` predicates (a state where one holds is legitimately final)
     final_states: list[Callable[..., Any]] = field(default_factory=list)
+    #: the model's own temporal properties, in declaration order
+    temporal: list[TemporalDecl] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -230,6 +301,8 @@ class Model:
                 decl.sizes.append(value)
             elif isinstance(value, VarDecl):
                 decl.vars.append(value)
+            elif isinstance(value, TemporalDecl):
+                decl.temporal.append(_resolved(cls, value, name))
             elif marks:
                 if len(marks) > 1:
                     raise ModelError(f"{name} is marked both as " + " and as ".join(sorted(marks))
@@ -247,6 +320,11 @@ class Model:
                     decl.invariants.append(value)
                 elif kind == "final_state":
                     decl.final_states.append(value)
+                elif kind in (EVENTUALLY, ALWAYS_EVENTUALLY):
+                    code = value.__code__
+                    decl.temporal.append(TemporalDecl(kind, value, name=name,
+                                                      file=code.co_filename,
+                                                      line=code.co_firstlineno))
         props = getattr(cls, "properties", None)
         decl.properties = tuple(props) if props is not None else None
         return decl
@@ -260,3 +338,21 @@ def _declared_fairness(cls: type, name: str) -> str | None:
         if getattr(fn, "_kv_kind", None) == "action":
             return getattr(fn, "_kv_fair", None)
     return None
+
+
+def _resolved(cls: type, decl: TemporalDecl, name: str) -> TemporalDecl:
+    """``decl`` (a ``leads_to``) with its predicates resolved: a method of the model
+    (named, or given as the function defined in the class body) is the body Python
+    would call on an instance of ``cls`` (an override in a subclass replaces it)."""
+    out = TemporalDecl(decl.kind, None, None, name=name, file=decl.file, line=decl.line)
+    for what in ("p", "q"):
+        f = getattr(decl, what)
+        key = f if isinstance(f, str) else f.__name__
+        in_class = any(vars(k).get(key) is f for k in cls.__mro__) if not isinstance(f, str) \
+            else True
+        target = getattr(cls, key, None) if in_class else f
+        if not inspect.isfunction(target):
+            raise ModelError(f"leads_to: {cls.__name__} has no predicate method {key!r}",
+                             decl.file, decl.line)
+        setattr(out, what, target)
+    return out

@@ -1,4 +1,5 @@
-"""``check_liveness``: the library liveness properties and deadlock freedom, by
+"""``check_liveness``: the library liveness properties, the model's own temporal
+properties (:mod:`kvspec.liveness.temporal_search`) and deadlock freedom, by
 explicit search of the reachable product graph (:mod:`kvspec.liveness.graph`)
 and fair-cycle detection (:mod:`kvspec.liveness.fair_cycles`).
 
@@ -24,9 +25,12 @@ from kvspec.lang.system import ActionInstance, System
 from kvspec.liveness.fair_cycles import Component, fair_components, fair_cycle
 from kvspec.liveness.final import final_predicate
 from kvspec.liveness.graph import STATE_LIMIT, ProductGraph, explore_product
-from kvspec.liveness.lasso import Replayed, build_trace, replay_lasso
+from kvspec.liveness.lasso import Replayed, build_trace, replay_lasso, starvation
 from kvspec.liveness.obligations import DEADLOCK, LIVENESS, WEQ, WRITE_BOUND, Obligation, \
     ObligationMonitor
+from kvspec.liveness.temporal import select
+from kvspec.liveness.temporal_search import find_temporal_lasso
+from kvspec.liveness.temporal_search import lasso_verdict as temporal_lasso_verdict
 from kvspec.verdict import Stats, Status, Verdict
 
 FAIR_CYCLE = "fair-cycle"
@@ -130,7 +134,6 @@ def explain_lasso(system: System, ob: Obligation, schedule: list[ActionInstance]
     """The one-paragraph reason of a re-executed lasso (``rp``): the obligation, the
     step that opened it, the loop, and the instances the loop starves."""
     k = loop_start
-    enabled_on_loop = [rp.enabled[i] for i in range(k, len(schedule))]
     opened = ""
     for i in range(k):
         if any(ob.opened_by(e) for e in rp.events[i]):
@@ -140,37 +143,8 @@ def explain_lasso(system: System, ob: Obligation, schedule: list[ActionInstance]
         return (f"{head}: the run stops after step {len(schedule)} with nothing enabled, "
                 "and the obligation stays pending forever")
     loop = f"steps {k + 1}-{len(schedule)}" if len(schedule) - k > 1 else f"step {k + 1}"
-    taken = {inst.index for inst in schedule[k:]}
-    always = set.intersection(*enabled_on_loop) - taken if enabled_on_loop else set()
-    sometimes = set.union(*enabled_on_loop) - taken - always if enabled_on_loop else set()
-    labels = {i.index: i for i in system.instances}
     text = f"{head}: the loop ({loop}) repeats forever without discharging it"
-    if always:
-        names = _some(labels, always)
-        text += (f"; on the loop, {names} {'is' if len(always) == 1 else 'are'} enabled at every "
-                 "state but never taken (weak fairness of "
-                 f"{_actions(labels, always)} would rule this loop out)")
-    if sometimes:
-        names = _some(labels, sometimes)
-        text += (f"; {names} {'is' if len(sometimes) == 1 else 'are'} enabled on the loop "
-                 f"but never taken (strong fairness of {_actions(labels, sometimes)} would rule "
-                 "this loop out)")
-    text += f" [{fair.text()}]"
-    return text
-
-
-def _some(labels: dict[int, ActionInstance], which: set[int], most: int = 6) -> str:
-    names = [labels[i].label() for i in sorted(which)]
-    more = f" and {len(names) - most} more" if len(names) > most else ""
-    return ", ".join(names[:most]) + more
-
-
-def _actions(labels: dict[int, ActionInstance], which: set[int]) -> str:
-    names: list[str] = []
-    for i in sorted(which):
-        if labels[i].name not in names:
-            names.append(labels[i].name)
-    return ", ".join(names)
+    return text + starvation(system, schedule, k, rp) + f" [{fair.text()}]"
 
 
 def _lasso_verdict(pg: ProductGraph, prop: str, lasso: _Lasso, fair: Fairness) -> Verdict:
@@ -222,8 +196,12 @@ def _unfinished(pg: ProductGraph) -> str:
     return f"{why} after {len(pg)} states, depth {max(pg.depth)}"
 
 
-def selected_properties(properties: list[str] | None) -> list[str]:
-    """The liveness properties to check (default: all); an unknown name is a usage error."""
+def selected_properties(properties: list[str] | None, system: System | None = None
+                        ) -> list[str]:
+    """The library liveness properties to check (default: all); an unknown name is a
+    usage error (the names of ``system``'s own temporal properties are known too)."""
+    if system is not None:
+        return select(system, properties)[0]
     props = list(LIVENESS) if properties is None else list(properties)
     for name in props:
         if name not in LIVENESS:
@@ -236,12 +214,13 @@ def check_liveness(system: System, *, properties: list[str] | None = None,
                    deadlock: bool = True, max_states: int | None = None,
                    timeout: float | None = None, fairness: bool = True
                    ) -> tuple[list[Verdict], Stats]:
-    """Check the liveness ``properties`` (default: all of :data:`LIVENESS`) and, with
+    """Check the liveness ``properties`` (default: all of :data:`LIVENESS` and the
+    model's own temporal properties, :mod:`kvspec.liveness.temporal`) and, with
     ``deadlock``, deadlock freedom. ``fairness=False`` ignores the model's
     ``@action(fair=...)`` declarations (nothing is assumed fair)."""
     check_count("max_states", max_states, 1)
     check_timeout(timeout)
-    props = selected_properties(properties)
+    props, temporal = select(system, properties)
     start = time.monotonic()
     end = None if timeout is None else start + timeout
     fair = declared_fairness(system, fairness)
@@ -273,6 +252,21 @@ def check_liveness(system: System, *, properties: list[str] | None = None,
                                     f"exhaustive, {sizes_text}; {fair.text()}"))
         else:
             verdicts.append(Verdict(prop, Status.UNKNOWN, FAIR_CYCLE,
+                                    f"{_unfinished(pg)}; {fair.text()}"))
+    for tp in temporal:
+        try:
+            tl = find_temporal_lasso(pg, tp, fair, check)
+        except OutOfTime:
+            verdicts.append(Verdict(tp.name, Status.UNKNOWN, FAIR_CYCLE,
+                                    f"timeout during the fair-cycle search; {fair.text()}"))
+            continue
+        if tl is not None:
+            verdicts.append(temporal_lasso_verdict(pg, tp, tl, fair, FAIR_CYCLE))
+        elif pg.complete:
+            verdicts.append(Verdict(tp.name, Status.HOLDS, FAIR_CYCLE,
+                                    f"exhaustive, {sizes_text}; {fair.text()}"))
+        else:
+            verdicts.append(Verdict(tp.name, Status.UNKNOWN, FAIR_CYCLE,
                                     f"{_unfinished(pg)}; {fair.text()}"))
     if deadlock:
         verdicts.append(_deadlock_verdict(pg, final, sizes_text))

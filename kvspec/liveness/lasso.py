@@ -79,6 +79,29 @@ def replay_lasso(system: System, monitor: ObligationMonitor, obligation: Obligat
     """Re-execute a lasso and check every claim of it (module docstring)."""
     rp = _replay(system, monitor, schedule)
     n = len(schedule)
+    check_loop(system, rp, schedule, loop_start, weak, strong, with_monitor=True)
+    loop_states = list(range(loop_start, n + 1))
+    for i in loop_states:
+        if not monitor.is_pending(rp.monitors[i], obligation):
+            raise InternalError(f"liveness: {obligation.prop} is not pending on the loop")
+    for i in range(loop_start, n):
+        if obligation in rp.discharged[i]:
+            raise InternalError(f"liveness: the loop of a lasso discharges {obligation.prop}")
+    return rp
+
+
+def replay_schedule(system: System, schedule: list[ActionInstance]) -> Replayed:
+    """Re-execute ``schedule`` from the initial state (no obligation monitor)."""
+    return _replay(system, ObligationMonitor([], system.schema.requests,
+                                             system.schema.pages, False), schedule)
+
+
+def check_loop(system: System, rp: Replayed, schedule: list[ActionInstance], loop_start: int,
+               weak: set[int], strong: set[int], *, with_monitor: bool) -> None:
+    """Check that the re-executed lasso ``rp`` closes (on the model state, and the
+    monitor ``with_monitor``) or stops with nothing enabled, and that its loop is
+    fair; fill in ``rp.enabled`` for the loop's states."""
+    n = len(schedule)
     if not 0 <= loop_start <= n:
         raise InternalError(f"liveness: loop_start {loop_start} outside the trace")
     loop_states = list(range(loop_start, n + 1))
@@ -89,14 +112,9 @@ def replay_lasso(system: System, monitor: ObligationMonitor, obligation: Obligat
         if rp.enabled[n]:
             raise InternalError("liveness: a lasso ends in a state where actions are enabled "
                                 "without a loop")
-    elif (rp.states[n], rp.monitors[n]) != (rp.states[loop_start], rp.monitors[loop_start]):
+    elif rp.states[n] != rp.states[loop_start] or \
+            (with_monitor and rp.monitors[n] != rp.monitors[loop_start]):
         raise InternalError("liveness: the loop of a lasso does not return to its start")
-    for i in loop_states:
-        if not monitor.is_pending(rp.monitors[i], obligation):
-            raise InternalError(f"liveness: {obligation.prop} is not pending on the loop")
-    for i in range(loop_start, n):
-        if obligation in rp.discharged[i]:
-            raise InternalError(f"liveness: the loop of a lasso discharges {obligation.prop}")
     taken = {schedule[i].index for i in range(loop_start, n)}
     on_loop = [rp.enabled[i] for i in range(loop_start, n)] or [rp.enabled[n]]
     for lab in weak - taken:
@@ -105,7 +123,44 @@ def replay_lasso(system: System, monitor: ObligationMonitor, obligation: Obligat
     for lab in strong - taken:
         if any(lab in e for e in on_loop):
             raise InternalError("liveness: the loop of a lasso is not strongly fair")
-    return rp
+
+
+def starvation(system: System, schedule: list[ActionInstance], loop_start: int,
+               rp: Replayed) -> str:
+    """The instances enabled on the loop of ``rp`` but never taken on it, with the
+    fairness that would rule the loop out ("" when there are none)."""
+    k = loop_start
+    enabled_on_loop = [rp.enabled[i] for i in range(k, len(schedule))]
+    taken = {inst.index for inst in schedule[k:]}
+    always = set.intersection(*enabled_on_loop) - taken if enabled_on_loop else set()
+    sometimes = set.union(*enabled_on_loop) - taken - always if enabled_on_loop else set()
+    labels = {i.index: i for i in system.instances}
+    text = ""
+    if always:
+        names = _some(labels, always)
+        text += (f"; on the loop, {names} {'is' if len(always) == 1 else 'are'} enabled at every "
+                 "state but never taken (weak fairness of "
+                 f"{_actions(labels, always)} would rule this loop out)")
+    if sometimes:
+        names = _some(labels, sometimes)
+        text += (f"; {names} {'is' if len(sometimes) == 1 else 'are'} enabled on the loop "
+                 f"but never taken (strong fairness of {_actions(labels, sometimes)} would rule "
+                 "this loop out)")
+    return text
+
+
+def _some(labels: dict[int, ActionInstance], which: set[int], most: int = 6) -> str:
+    names = [labels[i].label() for i in sorted(which)]
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def _actions(labels: dict[int, ActionInstance], which: set[int]) -> str:
+    names: list[str] = []
+    for i in sorted(which):
+        if labels[i].name not in names:
+            names.append(labels[i].name)
+    return ", ".join(names)
 
 
 def build_trace(system: System, prop: str, schedule: list[ActionInstance],

@@ -99,6 +99,12 @@ def _write_program(args: argparse.Namespace, verdicts: list[Verdict], err: IO[st
     if not lassos:
         err.write(f"kvspec: no program written: no lasso counterexample ({args.python})\n")
         return
+    library = [v for v in lassos if v.prop in LIVENESS]
+    if not library:
+        err.write(f"kvspec: no program written: lasso programs are built for the library "
+                  f"liveness properties only, not for {lassos[0].prop} ({args.python})\n")
+        return
+    lassos = library
     trace = lassos[0].trace
     assert trace is not None
     source = lasso_program(trace.to_json(), args.model, program_path=args.python,
@@ -123,9 +129,10 @@ def _render_bmc(verdicts: list[Verdict], stats: Stats, title: str) -> str:
 
 def add_arguments(p: argparse.ArgumentParser, kit: Any | None = None) -> None:
     """The options of ``kvspec live`` after the model arguments."""
-    p.add_argument("--property", action="append", choices=list(LIVENESS), metavar="NAME",
+    p.add_argument("--property", action="append", metavar="NAME",
                    help="check only this liveness property (repeatable): "
-                        + ", ".join(LIVENESS))
+                        + ", ".join(LIVENESS) + ", or one of the model's own temporal "
+                        "properties (@eventually, @always_eventually, leads_to)")
     p.add_argument("--no-deadlock", action="store_true", help="do not look for deadlocks")
     p.add_argument("--no-fairness", action="store_true",
                    help="ignore the model's @action(fair=...) declarations")

@@ -45,11 +45,13 @@ from kvspec.engines.transition import EncodingOverflow, InstanceEncoding, Renami
     TransitionSystem, mk_and, mk_or
 from kvspec.lang.system import ActionInstance, System
 from kvspec.lang.z3gen import SymEvent
-from kvspec.liveness.check import (Fairness, declared_fairness, explain_lasso,
-                                    selected_properties)
-from kvspec.liveness.lasso import build_trace, replay_lasso
+from kvspec.liveness.check import Fairness, declared_fairness, explain_lasso
+from kvspec.liveness.lasso import build_trace, enabled_at, replay_lasso
 from kvspec.liveness.obligations import PEF, RT, TERMINAL_EVENTS, WEQ, WRITE_BOUND, \
     Obligation, ObligationMonitor
+from kvspec.liveness.temporal import TemporalProperty, select
+from kvspec.liveness.temporal_bmc import PredicateTerms
+from kvspec.liveness.temporal_search import temporal_verdict
 from kvspec.trace import InternalError
 from kvspec.verdict import Stats, Status, Verdict
 
@@ -66,8 +68,10 @@ class _Encoded:
     events: list[list[SymEvent]]
 
 
-def _encode(system: System, deadline: Deadline) -> _Encoded:
-    """Encode every instance once; keep its events (the transition system drops them)."""
+def _encode(system: System, deadline: Deadline, temporal: list[TemporalProperty]
+            ) -> tuple[_Encoded, PredicateTerms]:
+    """Encode every instance once; keep its events (the transition system drops them).
+    The temporal properties' predicates are encoded with the bad-state terms."""
     int_cur = system.state_vars()
     raw: list[InstanceEncoding] = []
     raw_events: list[list[SymEvent]] = []
@@ -86,13 +90,17 @@ def _encode(system: System, deadline: Deadline) -> _Encoded:
         raw_events.append([SymEvent(z3.simplify(e.guard), e.kind, e.request, e.page)
                            for e in enc.events if not z3.is_false(z3.simplify(e.guard))])
     raw_bad = {p.name: z3.simplify(system.encode_bad(p, int_cur)) for p in system.properties}
+    preds = PredicateTerms(system, temporal, int_cur)
+    raw_bad.update(preds.raw)
     ts = TransitionSystem(system, "bv", (False, False), (int_cur, raw, raw_bad),
                           deadline=deadline)
     try:
-        return _Encoded(ts, _translate(ts, raw_events))
+        enc = _Encoded(ts, _translate(ts, raw_events))
     except EncodingOverflow:  # an event's id term does not fit the bit-vector width
         ts = ts.twin("int")
-        return _Encoded(ts, _translate(ts, raw_events))
+        enc = _Encoded(ts, _translate(ts, raw_events))
+    preds.attach(enc.ts)
+    return enc, preds
 
 
 def _translate(ts: TransitionSystem, raw: list[list[SymEvent]]) -> list[list[SymEvent]]:
@@ -269,27 +277,23 @@ class _Search:
         self._add_frame(t + 1)
 
     # -- the goal at depth k -------------------------------------------------------------
-    def goal(self, prop: str, k: int) -> tuple[z3.BoolRef, list[z3.BoolRef], z3.BoolRef]:
-        """(a lasso of ``k`` steps for ``prop``, the loop-start literals, the stop case)."""
+    def _loop(self, name: str, k: int, mon: MonitorEncoding | None
+              ) -> tuple[list[z3.BoolRef], list[z3.BoolRef], list[z3.BoolRef]]:
+        """The loop of a lasso of ``k`` steps: exactly one loop start, frame ``k``
+        equal to the start's frame (model state, and ``mon``'s monitor), and the
+        loop fair. Returns (constraints, loop-start literals, in-loop per step)."""
         ts = self.ts
-        mon = self.monitors[prop]
-        starts = [z3.Bool(f"loop:{prop}@{l}/{k}") for l in range(k)]
+        starts = [z3.Bool(f"loop:{name}@{l}/{k}") for l in range(k)]
         in_loop = [mk_or(starts[:t + 1]) for t in range(k)]
         last_state = ts.frame(k)
-        last_mon = mon.frame(k)
         parts: list[z3.BoolRef] = [mk_or(starts)]
         if k > 1:
             parts.append(z3.AtMost(*starts, 1))
         for l, s in enumerate(starts):
             same = [a == b for a, b in zip(last_state, ts.frame(l))]
-            same += [a == b for a, b in zip(last_mon, mon.frame(l))]
+            if mon is not None:
+                same += [a == b for a, b in zip(mon.frame(k), mon.frame(l))]
             parts.append(z3.Implies(s, mk_and(same)))
-        pend = mon.pending(k)
-        owed = []
-        for i in range(len(mon.cur)):
-            kept = [z3.Implies(in_loop[t], z3.Not(mon.discharged(t)[i])) for t in range(k)]
-            owed.append(mk_and([pend[i]] + kept))
-        parts.append(mk_or(owed))
         sels = [ts.selectors(t) for t in range(k)]
         ens = [self.enabled(t) for t in range(k)]
         for w, i in enumerate(self.watched):
@@ -301,8 +305,29 @@ class _Search:
             if i in self.fair.strong:
                 never = mk_and([z3.Implies(in_loop[t], z3.Not(ens[t][w])) for t in range(k)])
                 parts.append(z3.Or(taken, never))
+        return parts, starts, in_loop
+
+    def goal(self, prop: str, k: int) -> tuple[z3.BoolRef, list[z3.BoolRef], z3.BoolRef]:
+        """(a lasso of ``k`` steps for ``prop``, the loop-start literals, the stop case)."""
+        mon = self.monitors[prop]
+        parts, starts, in_loop = self._loop(prop, k, mon)
+        pend = mon.pending(k)
+        owed = []
+        for i in range(len(mon.cur)):
+            kept = [z3.Implies(in_loop[t], z3.Not(mon.discharged(t)[i])) for t in range(k)]
+            owed.append(mk_and([pend[i]] + kept))
+        parts.append(mk_or(owed))
         loop = mk_and(parts)
         stop = z3.And(self.stuck(k), mk_or(pend))
+        return z3.Or(loop, stop), starts, stop
+
+    def temporal_goal(self, tp: TemporalProperty, preds: PredicateTerms, k: int
+                      ) -> tuple[z3.BoolRef, list[z3.BoolRef], z3.BoolRef]:
+        """The same for a temporal property of the model (:mod:`temporal_bmc`)."""
+        parts, starts, in_loop = self._loop(tp.name, k, None)
+        parts.append(preds.loop_goal(tp, k, in_loop))
+        loop = mk_and(parts)
+        stop = z3.And(self.stuck(k), preds.stop_goal(tp, k))
         return z3.Or(loop, stop), starts, stop
 
 
@@ -338,11 +363,7 @@ def _verdict(system: System, prop: str, schedule: list[ActionInstance], loop_sta
                 if ob.opened_by(e):
                     event = e
         trace = build_trace(system, prop, schedule, loop_start, explanation, event)
-        if loop_start == k:
-            detail = f"stops after step {k} with nothing enabled; {fair.text()}"
-        else:
-            detail = f"loop at step {loop_start + 1} of {k}; {fair.text()}"
-        return Verdict(prop, Status.VIOLATED, BMC_LASSO, detail, trace)
+        return Verdict(prop, Status.VIOLATED, BMC_LASSO, _detail(k, loop_start, fair), trace)
     why = errors[0] if errors else "no obligation"
     raise InternalError(f"bmc-lasso: the solver's lasso for {prop} does not re-execute as a "
                         f"fair violating lasso ({why})")
@@ -359,23 +380,33 @@ def check_liveness_bmc(system: System, *, properties: list[str] | None = None, d
                        fairness: bool = True, timeout: float | None = None
                        ) -> tuple[list[Verdict], Stats]:
     """Search for lassos of at most ``depth`` steps violating the liveness
-    ``properties`` (default: all of :data:`LIVENESS`) under the model's fairness
-    (``fairness=False`` ignores it). A lasso is VIOLATED (method ``bmc-lasso``);
-    no lasso up to ``depth`` is UNKNOWN, never HOLDS."""
+    ``properties`` (default: all of :data:`LIVENESS` and the model's own temporal
+    properties) under the model's fairness (``fairness=False`` ignores it). A lasso
+    is VIOLATED (method ``bmc-lasso``); no lasso up to ``depth`` is UNKNOWN, never
+    HOLDS."""
     check_count("depth", depth, 1)
     check_timeout(timeout)
-    props = selected_properties(properties)
+    props, temporal = select(system, properties)
+    names = props + [tp.name for tp in temporal]
+    by_name = {tp.name: tp for tp in temporal}
     deadline = Deadline(timeout)
     fair = declared_fairness(system, fairness)
     found: dict[str, Verdict] = {}
-    pending = [p for p in props]
+    pending = list(names)
     reached = 0
     stopped = ""
     enc: _Encoded | None = None
     try:
         with time_limit(deadline, "bmc-lasso"):
-            enc = _encode(system, deadline)
+            enc, preds = _encode(system, deadline, temporal)
             search = _Search(enc, props, fair)
+            _predicate_errors(search, preds, 0, deadline)
+            if temporal and not enabled_at(system, system.initial):
+                for tp in temporal:  # the run stops at once: a lasso of no steps
+                    v = _stopped_at_start(system, tp, fair)
+                    if v is not None:
+                        found[tp.name] = v
+                        pending.remove(tp.name)
             for k in range(1, depth + 1):
                 if not pending:
                     break
@@ -384,7 +415,12 @@ def check_liveness_bmc(system: System, *, properties: list[str] | None = None, d
                     stopped = _why(search, deadline, k)
                     break
                 search.extend()
-                goals = {prop: search.goal(prop, k) for prop in pending}
+                if _predicate_errors(search, preds, k, deadline) == z3.unknown:
+                    stopped = _why(search, deadline, k)
+                    break
+                goals = {name: (search.temporal_goal(by_name[name], preds, k)
+                                if name in by_name else search.goal(name, k))
+                         for name in pending}
                 if len(goals) > 1:  # usually no lasso of this length at all: one query
                     res = search.unroller.check(mk_or([g[0] for g in goals.values()]), deadline)
                     if res == z3.unknown:
@@ -393,29 +429,34 @@ def check_liveness_bmc(system: System, *, properties: list[str] | None = None, d
                     if res == z3.unsat:
                         reached = k
                         continue
-                for prop in list(pending):
-                    goal, starts, stop = goals[prop]
+                for name in list(pending):
+                    goal, starts, stop = goals[name]
                     res = search.unroller.check(goal, deadline)
                     if res == z3.unknown:
                         stopped = _why(search, deadline, k)
                         break
                     if res == z3.sat:
-                        schedule, loop_start = _lasso_from_model(search, prop, k, starts, stop)
-                        found[prop] = _verdict(system, prop, schedule, loop_start, fair)
-                        pending.remove(prop)
+                        schedule, loop_start = _lasso_from_model(search, name, k, starts, stop)
+                        if name in by_name:
+                            found[name] = temporal_verdict(system, by_name[name], schedule,
+                                                           loop_start, fair, BMC_LASSO,
+                                                           _detail(k, loop_start, fair))
+                        else:
+                            found[name] = _verdict(system, name, schedule, loop_start, fair)
+                        pending.remove(name)
                 if stopped:
                     break
                 reached = k
     except OutOfTime as exc:
         stopped = str(exc) if reached == 0 else f"{exc} at depth {reached + 1}"
     verdicts: list[Verdict] = []
-    for prop in props:
-        if prop in found:
-            verdicts.append(found[prop])
+    for name in names:
+        if name in found:
+            verdicts.append(found[name])
             continue
         upto = f"no lasso up to depth {reached} (bounded)" if reached else "nothing checked"
         detail = f"{stopped}; {upto}" if stopped else upto
-        verdicts.append(Verdict(prop, Status.UNKNOWN, BMC_LASSO, f"{detail}; {fair.text()}"))
+        verdicts.append(Verdict(name, Status.UNKNOWN, BMC_LASSO, f"{detail}; {fair.text()}"))
     stats = Stats(depth=reached, seconds=deadline.elapsed())
     stats.symmetry = {"enabled": False, "requests": False, "pages": False,
                       "reasons": ["the lasso search does not use symmetry breaking"]}
@@ -426,6 +467,35 @@ def check_liveness_bmc(system: System, *, properties: list[str] | None = None, d
         stats.extra["bmc"] = {"instances": len(enc.ts.steps), "slots": enc.ts.width,
                               "encoding": enc.ts.encoding}
     return verdicts, stats
+
+
+def _detail(k: int, loop_start: int, fair: Fairness) -> str:
+    if loop_start == k:
+        return f"stops after step {k} with nothing enabled; {fair.text()}"
+    return f"loop at step {loop_start + 1} of {k}; {fair.text()}"
+
+
+def _stopped_at_start(system: System, tp: TemporalProperty, fair: Fairness) -> Verdict | None:
+    """The lasso of no steps (nothing is enabled in the initial state), if it violates
+    ``tp``."""
+    try:
+        return temporal_verdict(system, tp, [], 0, fair, BMC_LASSO,
+                                f"stops in the initial state with nothing enabled; "
+                                f"{fair.text()}")
+    except InternalError:
+        return None
+
+
+def _predicate_errors(search: _Search, preds: PredicateTerms, t: int, deadline: Deadline
+                      ) -> z3.CheckSatResult:
+    """Raise the model error of a temporal predicate reachable at frame ``t``."""
+    goal = preds.error(t)
+    if z3.is_false(goal):
+        return z3.unsat
+    res = search.unroller.check(goal, deadline)
+    if res == z3.sat:
+        preds.raise_error(search.ts.schedule(search.unroller.model(), t))
+    return res
 
 
 def _why(search: _Search, deadline: Deadline, k: int) -> str:

@@ -45,8 +45,28 @@ def describe_model(system: System, path: str) -> str:
     for p in system.properties:
         lines.append(f"  {p.name:<28} {p.kind:<9} {p.summary}")
     lines.append("")
+    lines.extend(_liveness_lines(system))
     report = analyse_symmetry(system)
     lines.append(report.summary())
     for reason in report.reasons:
         lines.append(f"  {reason}")
     return "\n".join(lines) + "\n"
+
+
+def _liveness_lines(system: System) -> list[str]:
+    """What ``kvspec live`` checks: the library's liveness properties, deadlock freedom,
+    the model's own temporal properties, and the fairness it declares."""
+    from kvspec.liveness.check import declared_fairness
+    from kvspec.liveness.obligations import LIVENESS
+    from kvspec.liveness.temporal import temporal_properties
+
+    out = ["liveness (kvspec live):"]
+    for info in LIVENESS.values():
+        out.append(f"  {info.name:<28} library   {info.summary}")
+    out.append(f"  {'deadlock-freedom':<28} library   no reachable state where nothing is "
+               "enabled while a request has not terminated")
+    for t in temporal_properties(system):
+        out.append(f"  {t.name:<28} temporal  {t.summary}")
+    out.append(f"  fairness: {declared_fairness(system, True).text()}")
+    out.append("")
+    return out

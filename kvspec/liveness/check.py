@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from kvspec.engines.explicit import OutOfTime, check_count, check_timeout
 from kvspec.lang.errors import UsageError
 from kvspec.lang.system import ActionInstance, System
-from kvspec.liveness.fair_cycles import Component, fair_components, fair_cycle
+from kvspec.liveness.fair_cycles import Component, fair_components, shortest_lasso
 from kvspec.liveness.final import final_predicate
 from kvspec.liveness.graph import STATE_LIMIT, ProductGraph, explore_product
 from kvspec.liveness.lasso import Replayed, build_trace, replay_lasso, starvation
@@ -114,18 +114,10 @@ def _find_lasso(pg: ProductGraph, prop: str, fair: Fairness,
                                     check if callable(check) else None):
             entry = min(comp.nodes)
             cands.append((pg.depth[entry], entry, comp))
-        if not cands:
-            continue
-        depth0 = min(c[0] for c in cands)
-        for depth, entry, comp in cands:
-            if depth != depth0 or (best_key is not None and depth > best_key[0]):
-                continue
-            cycle = [] if comp is None else fair_cycle(g, comp, entry, allowed, fair.weak,
-                                                       fair.strong, pg.enabled)
-            key = (depth, len(cycle))
-            if best_key is None or key < best_key:
-                best_key = key
-                best = _Lasso(ob, entry, cycle, pg.path_to(entry))
+        chosen = shortest_lasso(cands, best_key, g, allowed, fair, pg.enabled)
+        if chosen is not None:
+            best_key, entry, cycle = chosen
+            best = _Lasso(ob, entry, cycle, pg.path_to(entry))
     return best
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 CheckFn = Callable[[], None]
 
@@ -241,3 +241,26 @@ def is_fair_walk(g: Graph, cycle: list[int], weak: set[int], strong: set[int],
         if any(lab in enabled(n) for n in nodes):
             return False
     return True
+
+
+def shortest_lasso(cands: list[tuple[int, int, Any]], best_key: tuple[int, int] | None,
+                   g: Any, allowed: Any, fair: Any, enabled: Any
+                   ) -> tuple[tuple[int, int], int, list[Any]] | None:
+    """Among ``(depth, entry, fair component or None for a run that stops)`` candidates,
+    the lasso with the shallowest entry and then the shortest fair cycle, if it beats
+    ``best_key``: ``((depth, cycle length), entry, cycle)``; None otherwise."""
+    if not cands:
+        return None
+    depth0 = min(c[0] for c in cands)
+    if best_key is not None and depth0 > best_key[0]:
+        return None
+    out = None
+    for depth, entry, comp in cands:
+        if depth != depth0:
+            continue
+        cycle = [] if comp is None else fair_cycle(g, comp, entry, allowed, fair.weak,
+                                                   fair.strong, enabled)
+        key = (depth, len(cycle))
+        if (best_key is None or key < best_key) and (out is None or key < out[0]):
+            out = (key, entry, cycle)
+    return out

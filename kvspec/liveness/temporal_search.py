@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Callable
 from kvspec.lang.declare import ALWAYS_EVENTUALLY, EVENTUALLY
 from kvspec.lang.schema import State
 from kvspec.lang.system import ActionInstance, System
-from kvspec.liveness.fair_cycles import Component, fair_components, fair_cycle
+from kvspec.liveness.fair_cycles import Component, fair_components, shortest_lasso
 from kvspec.liveness.graph import ProductGraph
 from kvspec.liveness.lasso import Replayed, build_trace, check_loop, replay_schedule, starvation
 from kvspec.liveness.temporal import Predicate, TemporalProperty
@@ -154,18 +154,10 @@ def find_temporal_lasso(pg: ProductGraph, tp: TemporalProperty, fair: "Fairness"
                                     check):
             entry = min(comp.nodes, key=lambda m: (dist[m], m))
             cands.append((dist[entry], entry, comp))
-        if not cands:
-            continue
-        d0 = min(c[0] for c in cands)
-        for d, entry, comp in cands:
-            if d != d0 or (best_key is not None and d > best_key[0]):
-                continue
-            cycle = [] if comp is None else fair_cycle(g, comp, entry, allowed, fair.weak,
-                                                       fair.strong, pg.enabled)
-            key = (d, len(cycle))
-            if best_key is None or key < best_key:
-                best_key = key
-                best = TemporalLasso(i, _prefix(pg, parent, entry), cycle)
+        chosen = shortest_lasso(cands, best_key, g, allowed, fair, pg.enabled)
+        if chosen is not None:
+            best_key, entry, cycle = chosen
+            best = TemporalLasso(i, _prefix(pg, parent, entry), cycle)
     return best
 
 

@@ -81,3 +81,21 @@ def test_the_explicit_stage_is_capped_by_states(monkeypatch: pytest.MonkeyPatch)
         "state-limit"
     assert {v.method for v in result.verdicts} <= {"pdr", "certificate re-checked"}
     assert all(v.status.value == "PROVED" for v in result.verdicts)
+
+
+def test_the_bmc_stage_starts_where_the_explicit_search_left_off(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every trace as long as the depth the explicit stage explored completely was
+    already checked: BMC starts past it, and the shortest counterexamples stay shortest."""
+    monkeypatch.setattr(auto, "SMALL_STATES", 60)
+    result = run(system_of("buggy_pd.py"), "auto", coverage=False)
+    stages = {s["stage"]: s for s in result.stats.extra["auto"]}
+    assert stages["explicit"]["complete"] is False
+    bmc = stages["bmc"]
+    assert bmc["from_depth"] >= 2  # the explicit stage went past the first levels
+    lengths = {v.prop: len(v.trace) for v in result.verdicts if v.trace is not None}
+    assert lengths == {"no-decode-after-rejection": 9, "rejection-is-terminal": 3,
+                       "no-read-beyond-written": 9}
+    methods = {v.prop: v.method for v in result.verdicts}
+    assert methods["rejection-is-terminal"] == "explicit"  # found within the explored depth
+    assert methods["no-decode-after-rejection"] == "bmc"

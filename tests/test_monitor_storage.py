@@ -164,7 +164,7 @@ def test_a_counterexample_through_a_saturated_count_is_decided_at_a_larger_bound
     v = exact.verdicts[0]
     assert v.status is Status.VIOLATED and v.trace is not None and not saturates(v.trace)
     assert len(v.trace) == 1 + 5 + 4 + 2
-    assert v.trace.system.inflight_bound == 7
+    assert v.trace.system.inflight_bound == 6
     assert "in flight from r0" in v.trace.reason
 
 

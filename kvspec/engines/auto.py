@@ -11,8 +11,9 @@
 3. **Quick BMC** for what is still open — bounded model checking up to depth
    ``QUICK_BMC_DEPTH`` (12), within ``QUICK_BMC_WORK`` (100 million) Z3 resource units
    (``rlimit``) for all its queries together: shallow bugs of large models, with
-   shortest counterexamples, VIOLATED (bmc, depth 9). When the work budget runs out
-   the stage stops at the depth it reached.
+   shortest counterexamples, VIOLATED (bmc, depth 9). It starts past the depth stage 2
+   explored completely (every shorter trace was already checked there). When the work
+   budget runs out the stage stops at the depth it reached.
 4. **PDR** otherwise (:mod:`kvspec.engines.pdr`): inferred inductive invariants,
    Spacer, deeper BMC, until it decides or the overall timeout. Its first BMC pass is
    skipped (stage 3 did it); its interleaving of Spacer and BMC is time-sliced, which
@@ -79,7 +80,9 @@ def run_auto(system: System, *, timeout: float | None, max_states: int | None, s
             pending = _explicit(system, pending, verdicts, stages, stats, deadline, max_states,
                                 symmetry, progress, coverage)
         if pending and not deadline.expired():
-            _quick_bmc(system, pending, verdicts, stages, stats, deadline, symmetry, progress)
+            covered = max(stats.depth - 1, -1) if stats.states else -1
+            _quick_bmc(system, pending, verdicts, stages, stats, deadline, symmetry, progress,
+                       covered)
             pending = [p for p in pending if p.name not in verdicts]
         if pending and not deadline.expired():
             _pdr(system, pending, verdicts, stages, deadline, max_states, symmetry, save_proof,
@@ -119,21 +122,22 @@ def _certificate(system: System, proofs_dir: Path, verdicts: dict[str, Verdict],
 
 def _quick_bmc(system: System, pending: list[Property], verdicts: dict[str, Verdict],
                stages: list[dict[str, Any]], stats: Stats, deadline: Deadline, symmetry: bool,
-               progress: ProgressFn | None) -> None:
+               progress: ProgressFn | None, covered: int = -1) -> None:
     """3. BMC up to QUICK_BMC_DEPTH within QUICK_BMC_WORK solver resources, for shallow
-    bugs (violations only leave ``pending``)."""
+    bugs (violations only leave ``pending``). Depths up to ``covered`` (every trace that
+    long was explored by stage 2's breadth-first search) are not checked again."""
     t0 = time.monotonic()
     ts = build(system, symmetry=symmetry, deadline=deadline)
     with time_limit(deadline, "bmc"):
         search = Search(system, ts, deadline, "bmc", work=QUICK_BMC_WORK, progress=progress)
-        search.deepen(pending, verdicts, max_depth=QUICK_BMC_DEPTH)
-    stage: dict[str, Any] = {"stage": "bmc", "depth": search.depth,
+        search.deepen(pending, verdicts, max_depth=QUICK_BMC_DEPTH, covered=covered)
+    stage: dict[str, Any] = {"stage": "bmc", "depth": search.depth, "from_depth": covered + 1,
                              "work": search.unroller.used, "work_budget": QUICK_BMC_WORK,
                              "seconds": round(time.monotonic() - t0, 3)}
     if search.gave_up:
         stage["stopped"] = search.gave_up
     stages.append(stage)
-    stats.depth = max(search.depth, 0)
+    stats.depth = max(stats.depth, search.depth, 0)
 
 
 def _pdr(system: System, pending: list[Property], verdicts: dict[str, Verdict],

@@ -215,13 +215,20 @@ class Search:
         self.gave_up = ""  # why the solver gave up, when it did
 
     def deepen(self, pending: list[Property], verdicts: dict[str, Verdict], *,
-               max_depth: int, until: float | None = None) -> bool:
+               max_depth: int, until: float | None = None, covered: int = -1) -> bool:
         """Check depths ``depth + 1 ..`` up to ``max_depth`` (and, if given, until time
         ``until``); violated properties leave ``pending``. False when the solver gave up
-        (``gave_up`` says why)."""
+        (``gave_up`` says why). Depths up to ``covered`` are only unrolled, not checked:
+        an exhaustive search already showed no violation and no model error within
+        that many steps."""
         while pending and self.depth < max_depth and (until is None
                                                        or time.monotonic() < until):
             k = self.depth + 1
+            if k <= covered:
+                if k > 0 and self.unroller.depth < k:
+                    self.unroller.extend()
+                self.depth = k
+                continue
             if self.progress is not None:
                 self.progress(0, k, self.deadline.elapsed(), self.engine)
             if k > 0:

@@ -23,7 +23,7 @@ a violation message lists the requests whose writes are in flight. A ``land_writ
 or ``drain`` with no write of that request in flight is a synchronous write (there
 is nothing to count down).
 
-The count is exact up to a bound ``K`` (``inflight_bound``, 3 unless the run raises
+The count is exact up to a bound ``K`` (``inflight_bound``, 2 unless the run raises
 it); one more post makes it ``K + 1``, which stands for "more than ``K``, no longer
 counted" and stays there: such a page is treated as having a write in flight from
 then on. That over-approximates (it can only add violations, never hide one), so
@@ -49,9 +49,9 @@ from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, Int, OptionalRef
 
 #: writes of one request into one page counted exactly by default; ``K + 1`` means
 #: "more than K" (see the module docstring)
-INFLIGHT_BOUND = 3
+INFLIGHT_BOUND = 2
 #: the bounds a run tries in turn while a counterexample passes a saturated count
-INFLIGHT_BOUNDS = (3, 7, 15)
+INFLIGHT_BOUNDS = (2, 6, 14)
 
 NDAR = "no-decode-after-rejection"
 RIT = "rejection-is-terminal"

@@ -147,6 +147,8 @@ def _lasso_verdict(pg: ProductGraph, prop: str, lasso: _Lasso, fair: Fairness) -
     loop_start = len(lasso.prefix)
     rp = replay_lasso(system, pg.monitor, lasso.obligation, schedule, loop_start, fair.weak,
                       fair.strong)
+    if any(pg.monitor.saturated(m, lasso.obligation) for m in rp.monitors):
+        return unconfirmed_write_lasso(prop, lasso.obligation, FAIR_CYCLE)
     explanation = explain_lasso(system, lasso.obligation, schedule, loop_start, fair, rp)
     event = None
     for evs in rp.events[:loop_start]:
@@ -157,6 +159,15 @@ def _lasso_verdict(pg: ProductGraph, prop: str, lasso: _Lasso, fair: Fairness) -
     loop = f"loop of {len(lasso.cycle)}" if lasso.cycle else "stops"
     detail = f"{loop_start}-step prefix, {loop}; {fair.text()}"
     return Verdict(prop, Status.VIOLATED, FAIR_CYCLE, detail, trace)
+
+
+def unconfirmed_write_lasso(prop: str, ob: Obligation, method: str) -> Verdict:
+    """The verdict for a lasso whose write count saturated: the writes beyond the bound
+    are not counted, so "never lands" is not shown (it may all have landed)."""
+    return Verdict(prop, Status.UNKNOWN, method,
+                   f"the shortest lasso found has more than {WRITE_BOUND} writes of "
+                   f"r{ob.request} into page {ob.page} in flight at once: not counted "
+                   "exactly, so it is not confirmed")
 
 
 def _deadlock_verdict(pg: ProductGraph, final: object, sizes_text: str) -> Verdict:

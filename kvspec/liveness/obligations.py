@@ -161,6 +161,13 @@ class ObligationMonitor:
         return MonitorStep((allocs, admits, counts, done),
                            frozenset(discharged) if discharged else _NONE, saturated)
 
+    def saturated(self, mon: Monitor, ob: Obligation) -> bool:
+        """Whether ``ob``'s write count is saturated in ``mon`` (more than WRITE_BOUND
+        writes in flight: not counted exactly, so its pending state is not exact)."""
+        if ob.prop != WEQ or not self.weq or ob.page is None:
+            return False
+        return mon[2][ob.request * self.pages + ob.page] > WRITE_BOUND
+
     def pending(self, mon: Monitor) -> list[Obligation]:
         """The obligations pending in ``mon``."""
         allocs, admits, counts, _ = mon

@@ -45,7 +45,8 @@ from kvspec.engines.transition import EncodingOverflow, InstanceEncoding, Renami
     TransitionSystem, mk_and, mk_or
 from kvspec.lang.system import ActionInstance, System
 from kvspec.lang.z3gen import SymEvent
-from kvspec.liveness.check import Fairness, declared_fairness, explain_lasso
+from kvspec.liveness.check import (Fairness, declared_fairness, explain_lasso,
+                                    unconfirmed_write_lasso)
 from kvspec.liveness.lasso import build_trace, enabled_at, replay_lasso
 from kvspec.liveness.obligations import PEF, RT, TERMINAL_EVENTS, WEQ, WRITE_BOUND, \
     Obligation, ObligationMonitor
@@ -350,11 +351,15 @@ def _verdict(system: System, prop: str, schedule: list[ActionInstance], loop_sta
     k = len(schedule)
     candidates = _obligations(system, prop)
     errors: list[str] = []
+    unconfirmed: Obligation | None = None
     for ob in candidates:
         try:
             rp = replay_lasso(system, monitor, ob, schedule, loop_start, fair.weak, fair.strong)
         except InternalError as exc:
             errors.append(str(exc))
+            continue
+        if any(monitor.saturated(m, ob) for m in rp.monitors):
+            unconfirmed = unconfirmed or ob
             continue
         explanation = explain_lasso(system, ob, schedule, loop_start, fair, rp)
         event = None
@@ -364,6 +369,8 @@ def _verdict(system: System, prop: str, schedule: list[ActionInstance], loop_sta
                     event = e
         trace = build_trace(system, prop, schedule, loop_start, explanation, event)
         return Verdict(prop, Status.VIOLATED, BMC_LASSO, _detail(k, loop_start, fair), trace)
+    if unconfirmed is not None:
+        return unconfirmed_write_lasso(prop, unconfirmed, BMC_LASSO)
     why = errors[0] if errors else "no obligation"
     raise InternalError(f"bmc-lasso: the solver's lasso for {prop} does not re-execute as a "
                         f"fair violating lasso ({why})")

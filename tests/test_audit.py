@@ -403,3 +403,13 @@ def test_audit_stream_is_usable_as_a_library() -> None:
     result = audit_stream(io.StringIO(text), "mem.jsonl", Mapping())
     assert result.exit_code == 1 and not result.conformance_checked
     assert library.RIT in result.findings
+
+
+def test_writers_in_a_message_are_named_in_order_whatever_their_pool_ids() -> None:
+    """Was a bug: the writers were listed in the order of the pool ids they happened to
+    get (q1 arrived first), not by name."""
+    audit = PropertyAudit(requests=2, pages=1)
+    audit.feed(LogEvent(1, None, "post_write", "q1", ("", 2)))
+    audit.feed(LogEvent(2, None, "post_write", "q0", ("", 2)))
+    (hit,) = audit.feed(LogEvent(3, None, "alloc", "q0", ("", 2)))
+    assert hit.reason.endswith("(writes in flight from q0, q1)"), hit.reason

@@ -435,7 +435,8 @@ def test_git_revision_against_the_working_tree(repo: Path) -> None:
 def test_git_errors_are_one_line_usage_errors(repo: Path) -> None:
     for spec, what in (("git:nope:models/design.py", "git show nope:models/design.py failed"),
                        ("git:HEAD:models/missing.py", "git show HEAD:models/missing.py failed"),
-                       ("git:HEAD", "expected git:REV:path")):
+                       ("git:HEAD", "expected git:REV:path"),
+                       ("git:HEAD:models", "models at HEAD is a directory, not a model file")):
         res = run_cli("diff", spec, "models/design.py")
         assert res.code == 2, spec
         assert res.err.count("\n") == 1 and what in res.err and "Traceback" not in res.err

@@ -178,6 +178,15 @@ def test_a_spurious_saturated_counterexample_is_never_reported(tmp_path: Path) -
     assert result.exit_code == 3
 
 
+def test_the_report_says_what_was_re_checked(tmp_path: Path) -> None:
+    path = tmp_path / "many.py"
+    path.write_text(MANY_POSTS.replace("{N}", "5").replace("{L}", "5"))
+    res = run_cli("verify", str(path), "--engine", "explicit")
+    assert res.code == 0, res.out
+    assert "re-checked no-reuse-before-drain counting up to 6 writes in flight" in res.out
+    assert "HOLDS (exhaustive" in res.out
+
+
 def test_the_cli_reports_the_exact_counterexample(tmp_path: Path) -> None:
     path = tmp_path / "many.py"
     path.write_text(MANY_POSTS.replace("{N}", "5").replace("{L}", "4"))

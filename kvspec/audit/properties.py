@@ -146,8 +146,10 @@ class PropertyAudit:
             spec = specs.get(k, "")
             if spec == "req":
                 out[k] = self._req_text(v, page)
-            elif spec == "reqs":
-                out[k] = ", ".join(self._req_text(i, page) for i, b in enumerate(v) if b) or "none"
+            elif spec == "reqs":  # by name, not by the pool ids they happen to have now
+                names = sorted((self._req_text(i, page) for i, b in enumerate(v) if b),
+                               key=_natural)
+                out[k] = ", ".join(names) or "none"
             elif k == "p":
                 key = self.page_key[v]
                 out[k] = page_text(key) if key is not None else str(v)
@@ -302,3 +304,8 @@ def _specs(fmt: str) -> tuple[dict[str, str], str]:
     specs = {name: spec for _, name, spec, _ in string.Formatter().parse(fmt)
              if name is not None and spec}
     return specs, re.sub(r"\{(\w+):reqs?\}", r"{\1}", fmt)
+
+
+def _natural(name: str) -> list[Any]:
+    """Sort key that orders ``req-2`` before ``req-10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

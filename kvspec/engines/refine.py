@@ -57,6 +57,10 @@ def run_exact(system: System, run_once: Callable[[System], Result]) -> Result:
         by_name = {v.prop: v for v in redo.verdicts}
         result.verdicts = [by_name.get(v.prop, v) for v in result.verdicts]
         result.stats.extra["inflight_bound"] = bound
+        # the statistics above are the first run's; say what the re-check did
+        result.stats.extra.setdefault("rechecked", []).append(
+            {"inflight_bound": bound, "properties": bad, "states": redo.stats.states,
+             "depth": redo.stats.depth, "seconds": round(redo.stats.seconds, 3)})
         bad = inexact(result)
     if bad:
         top = max([system.inflight_bound] + bounds)

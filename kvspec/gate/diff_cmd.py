@@ -92,6 +92,11 @@ def resolve_source(spec: str, stack: contextlib.ExitStack) -> tuple[Path, str]:
         rel = target.resolve().relative_to(root)
     except ValueError:
         raise UsageError(f"{spec}: {path} is outside the git repository {root}") from None
+    kind = _git(git, root, ["cat-file", "-t", f"{rev}:{rel.as_posix()}"], spec)
+    if kind.returncode == 0 and kind.stdout.strip() != b"blob":
+        what = kind.stdout.decode("utf-8", "replace").strip()
+        raise UsageError(f"{spec}: {rel.as_posix()} at {rev} is a "
+                         f"{'directory' if what == 'tree' else what}, not a model file")
     shown = _git(git, root, ["show", f"{rev}:{rel.as_posix()}"], spec)
     if shown.returncode != 0:
         why = shown.stderr.decode("utf-8", "replace").strip().splitlines()

@@ -193,6 +193,12 @@ def print_result(console: Console, result: Result, path: str) -> None:
     head.append(f"{system.name} ({path})  {sizes_text(system.sizes)}")
     console.print(head, soft_wrap=True)
     console.print(Text(stats_line(result), style="dim"), soft_wrap=True)
+    for again in stats.extra.get("rechecked", []):
+        console.print(Text(f"  re-checked {', '.join(again['properties'])} counting up to "
+                           f"{again['inflight_bound']} writes in flight per page and request "
+                           f"(a counterexample passed a saturated count): {again['states']:,} "
+                           f"states, depth {again['depth']}, {again['seconds']:.2f} s",
+                           style="dim"), soft_wrap=True)
     sym = stats.symmetry
     for reason in sym.get("reasons", []):
         if reason != "disabled on the command line":

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import sys
 import threading
 import time
@@ -23,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, NoReturn, Sequence
 
+from kvspec.cli_args import (integer, non_negative_int, output_file,
+                             picture_path, positive_int, positive_seconds, size_spec)
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.loader import load_model, parse_sizes
 from kvspec.lang.system import System, compile_model
@@ -41,21 +42,15 @@ from kvspec.verdict import (
 
 __all__ = ["EXIT_INTERNAL", "EXIT_INTERRUPTED", "build_parser", "entry", "main"]
 
-#: picture formats by ``-o`` / ``--render`` suffix (see kvspec.render.style.FORMATS)
-PICTURE_SUFFIXES = (".svg", ".png", ".pdf", ".dot", ".gv")
 TRACE_FORMATS = ("kvspec-trace/1", "kvspec-result/1")
 
 
 # -- messages ------------------------------------------------------------------------------
 
-_display = display_path
-_one_line = one_line
-
-
 def _error(err: IO[str], exc: BaseException) -> int:
     if isinstance(exc, ModelError):
-        exc.file = _display(exc.file)
-    err.write(f"kvspec: error: {_one_line(str(exc))}\n")
+        exc.file = display_path(exc.file)
+    err.write(f"kvspec: error: {one_line(str(exc))}\n")
     return EXIT_USAGE
 
 
@@ -64,77 +59,9 @@ def _internal(err: IO[str], exc: BaseException, debug: bool) -> int:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=err)
     what = str(exc) if isinstance(exc, InternalError) else f"{type(exc).__name__}: {exc}"
     hint = "" if debug else "; rerun with --debug for the traceback"
-    err.write(f"kvspec: internal error: {_one_line(what)} (a bug in kvspec{hint}; "
+    err.write(f"kvspec: internal error: {one_line(what)} (a bug in kvspec{hint}; "
               "please report it)\n")
     return EXIT_INTERNAL
-
-
-# -- option values (checked by the parser, before any work) ---------------------------------
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """An integer >= 0."""
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {text!r}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    """A finite number of seconds > 0 (leave ``--timeout`` out for no limit)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(
-            f"must be a number of seconds > 0, got {text!r} (leave --timeout out for no limit)")
-    return value
-
-
-def size_spec(text: str) -> str:
-    """``name=N[,name=N]`` with integer values; names are checked against the model later."""
-    try:
-        parse_sizes(text)
-    except UsageError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--size ")) from None
-    return text
-
-
-def picture_path(text: str) -> str:
-    """An output path whose suffix names a picture format."""
-    suffix = Path(text).suffix.lower()
-    if suffix not in PICTURE_SUFFIXES:
-        raise argparse.ArgumentTypeError(
-            f"unknown picture format {suffix or '(none)'!r} in {text!r}; "
-            "use .svg, .png, .pdf or .dot")
-    return text
-
-
-def _check_output_file(path: str | None, option: str) -> None:
-    """A file to be written: its directory must exist and it must not be a directory."""
-    if path is None:
-        return
-    target = Path(path)
-    parent = target.parent
-    if not parent.is_dir():
-        raise UsageError(f"{option} {path}: directory {_display(parent) or parent} does not exist")
-    if target.is_dir():
-        raise UsageError(f"{option} {path}: is a directory")
 
 
 def _check_proofs_dir(path: str) -> None:
@@ -183,7 +110,7 @@ def _interrupted(args: argparse.Namespace | None, out: IO[str], err: IO[str]) ->
             doc["interrupted"] = True
             out.write(json.dumps(doc, indent=2) + "\n")
         else:
-            print_result(make_console(out), result, _display(session.model) or session.model)
+            print_result(make_console(out), result, display_path(session.model) or session.model)
     return EXIT_INTERRUPTED
 
 
@@ -343,9 +270,9 @@ def _coverage_warnings(result: Result, err: IO[str]) -> None:
 
 
 def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    _check_output_file(args.render, "--render")
+    output_file(args.render, "--render")
     program = _python_file(args)
-    _check_output_file(program, "--python")
+    output_file(program, "--python")
     if args.save_proof and args.proofs_dir is not None:
         _check_proofs_dir(args.proofs_dir)
     system = _system(args, args.property or None)
@@ -356,7 +283,7 @@ def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         from kvspec.proofs.certificate import certificate_path
         target = certificate_path(system, proofs_dir)
         if target.is_dir():
-            raise UsageError(f"--save-proof: {_display(target)} is a directory")
+            raise UsageError(f"--save-proof: {display_path(target)} is a directory")
     progress = _Progress(err, not args.json)
     try:
         result = run(system, engine=args.engine, depth=args.depth, timeout=args.timeout,
@@ -369,7 +296,7 @@ def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         json.dump(result.to_json(), out, indent=2)
         out.write("\n")
     else:
-        print_result(make_console(out), result, _display(args.model) or args.model)
+        print_result(make_console(out), result, display_path(args.model) or args.model)
     _coverage_warnings(result, err)
     if program and _write_program(result, args.model, program, err):
         return EXIT_USAGE
@@ -381,7 +308,7 @@ def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             try:
                 path = render_trace(violated[0].to_json(), Path(args.render))
             except (RenderError, OSError) as exc:
-                err.write(f"kvspec: error: cannot render: {_one_line(str(exc))}\n")
+                err.write(f"kvspec: error: cannot render: {one_line(str(exc))}\n")
                 return EXIT_USAGE
             if not args.json:
                 err.write(f"kvspec: counterexample picture written to {path}\n")
@@ -393,7 +320,7 @@ def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 def cmd_show(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     system = _system(args)
     from kvspec.report.show import describe_model
-    out.write(describe_model(system, _display(args.model) or args.model))
+    out.write(describe_model(system, display_path(args.model) or args.model))
     return 0
 
 
@@ -408,7 +335,7 @@ def _load_trace_document(path: str) -> dict[str, Any]:
 
 
 def cmd_render(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    _check_output_file(args.output, "-o")
+    output_file(args.output, "-o")
     data = _load_trace_document(args.trace)
     from kvspec.render.style import RenderError
     from kvspec.render.trace_graph import TraceFormatError, extract_trace, render_trace
@@ -421,14 +348,14 @@ def cmd_render(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     except TraceFormatError as exc:
         raise DocumentError(f"{args.trace} is not a kvspec trace: {exc}") from None
     except (RenderError, OSError) as exc:
-        err.write(f"kvspec: error: cannot render: {_one_line(str(exc))}\n")
+        err.write(f"kvspec: error: cannot render: {one_line(str(exc))}\n")
         return EXIT_USAGE
     out.write(f"{path}\n")
     return 0
 
 
 def cmd_graph(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    _check_output_file(args.output, "-o")
+    output_file(args.output, "-o")
     system = _system(args)
     from kvspec.render.state_graph import GraphTooLarge, render_state_graph
     from kvspec.render.style import RenderError
@@ -436,10 +363,10 @@ def cmd_graph(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         path = render_state_graph(system, Path(args.output), max_states=args.max_states,
                                   symmetry=not args.no_symmetry)
     except GraphTooLarge as exc:
-        err.write(f"kvspec: error: {_one_line(str(exc))}\n")
+        err.write(f"kvspec: error: {one_line(str(exc))}\n")
         return EXIT_USAGE
     except (RenderError, OSError) as exc:
-        err.write(f"kvspec: error: cannot draw the state graph: {_one_line(str(exc))}\n")
+        err.write(f"kvspec: error: cannot draw the state graph: {one_line(str(exc))}\n")
         return EXIT_USAGE
     out.write(f"{path}\n")
     return 0
@@ -459,7 +386,7 @@ def cmd_replay(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                               aftermath=not args.no_aftermath,
                               earlier_tenant=not args.no_tenant)
     except (ReplayError, PoolError) as exc:
-        err.write(f"kvspec: error: {args.trace}: {_one_line(str(exc))}\n")
+        err.write(f"kvspec: error: {args.trace}: {one_line(str(exc))}\n")
         return EXIT_USAGE
     if args.json:
         json.dump(report.to_json(), out, indent=2)
@@ -471,7 +398,7 @@ def cmd_replay(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def cmd_fuzz(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    _check_output_file(args.output, "-o")
+    output_file(args.output, "-o")
     system = _system(args, args.property or None)
     _session(args).engine = "fuzz"
     result = fuzz(system, max_examples=args.max_examples, steps=args.steps, seed=args.seed,
@@ -481,7 +408,7 @@ def cmd_fuzz(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         json.dump(doc, out, indent=2)
         out.write("\n")
     else:
-        print_result(make_console(out), result, _display(args.model) or args.model)
+        print_result(make_console(out), result, display_path(args.model) or args.model)
     if args.output:
         try:
             Path(args.output).write_text(json.dumps(doc, indent=2) + "\n")
@@ -622,7 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="examples per round, N >= 1 (default 200)")
     f.add_argument("--steps", type=positive_int, default=50, metavar="K",
                    help="steps per example, K >= 1 (default 50)")
-    f.add_argument("--seed", type=_integer, default=0)
+    f.add_argument("--seed", type=integer, default=0)
     timeout_arg(f)
     f.add_argument("--json", action="store_true")
     f.add_argument("-o", "--output", help="also write the result JSON here")
@@ -657,7 +584,7 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None,
             with contextlib.redirect_stdout(out):
                 args = parser.parse_args(argv)
         except _ArgumentError as exc:
-            err.write(_one_line(str(exc)) + "\n")
+            err.write(one_line(str(exc)) + "\n")
             return EXIT_USAGE
         except SystemExit as exc:  # --help, --version
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE

@@ -12,37 +12,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import IO, Any
 
 from kvspec.audit.logformat import AuditInputError
 from kvspec.audit.mapping import load_mapping
 from kvspec.audit.report import Progress, print_text, write_junit
 from kvspec.audit.run import audit_file
+from kvspec.cli_args import non_negative_int, output_file, positive_int
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.verdict import EXIT_USAGE
 
 __all__ = ["cmd_audit", "register"]
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {text!r}")
-    return value
 
 
 def register(kit: Any) -> None:
@@ -67,25 +47,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="audit only this library property (repeatable)")
     p.add_argument("--no-conformance", action="store_true",
                    help="skip the conformance check (properties and acceptance checks only)")
-    p.add_argument("--closure-depth", type=_non_negative, default=4, metavar="K",
+    p.add_argument("--closure-depth", type=non_negative_int, default=4, metavar="K",
                    help="silent model steps tried before each log event (default 4)")
-    p.add_argument("--max-states", type=_positive, default=10_000, metavar="N",
+    p.add_argument("--max-states", type=positive_int, default=10_000, metavar="N",
                    help="model states consistent with the log at once before giving up "
                         "(UNKNOWN; default 10000)")
     p.add_argument("--json", action="store_true", help="print the kvspec-audit/1 JSON document")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report (one testcase "
                                                    "per check)")
 
-
-def _output_file(path: str | None, option: str) -> Path | None:
-    if path is None:
-        return None
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise UsageError(f"{option} {path}: directory {target.parent} does not exist")
-    if target.is_dir():
-        raise UsageError(f"{option} {path}: is a directory")
-    return target
 
 
 def cmd_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -101,7 +71,7 @@ def _audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from kvspec.lang.system import compile_model
     from kvspec.props.library import NDAR
 
-    junit = _output_file(args.junit, "--junit")
+    junit = output_file(args.junit, "--junit")
     mapping = load_mapping(args.mapping)
     loaded = load_model(args.model, getattr(args, "model_class", None))
     # the model's own variables are what conformance needs: the smallest monitor will do

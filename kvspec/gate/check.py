@@ -29,7 +29,6 @@ certificates.
 """
 from __future__ import annotations
 
-import difflib
 import enum
 import inspect
 import io
@@ -38,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kvspec.gate.config import HOLDS, ConfigError, Expectation, GateConfig, ModelConfig
+from kvspec.gate.config import (HOLDS, ConfigError, Expectation, GateConfig, ModelConfig,
+                                 did_you_mean)
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.system import System
 from kvspec.trace import Trace
@@ -153,8 +153,7 @@ def select_models(config: GateConfig, names: list[str] | None) -> list[ModelConf
     known = [m.name for m in config.models]
     for name in names:
         if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = did_you_mean(name, known)
             raise UsageError(f"--model {name}: no such model in {config.pyproject} ({hint}"
                              f"configured: {', '.join(known)})")
     return [m for m in config.models if m.name in names]
@@ -260,15 +259,13 @@ def compile_for(config: GateConfig, model: ModelConfig) -> Compiled:
     available = list(LIBRARY) + invariants + live_names
     for name in model.liveness:
         if name not in live_names:
-            close = difflib.get_close_matches(name, live_names, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = did_you_mean(name, live_names)
             raise ConfigError(config.pyproject, f"{model.key}.liveness",
                               f"unknown liveness property {name!r} ({hint}available: "
                               f"{', '.join(live_names)})")
     for prop in model.expect:
         if prop not in available:
-            close = difflib.get_close_matches(prop, available, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = did_you_mean(prop, available)
             raise ConfigError(config.pyproject, f"{model.key}.expect.{prop}",
                               f"unknown property ({hint}{loaded.decl.name} has: "
                               f"{', '.join(available)})")
@@ -287,8 +284,7 @@ def compile_for(config: GateConfig, model: ModelConfig) -> Compiled:
     actions = [a.name for a in system.actions]
     for name in model.allow_dead:
         if name not in actions:
-            close = difflib.get_close_matches(name, actions, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = did_you_mean(name, actions)
             raise ConfigError(config.pyproject, f"{model.key}.allow-dead",
                               f"{system.name} has no action {name!r} ({hint}actions: "
                               f"{', '.join(actions)})")

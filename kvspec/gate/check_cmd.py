@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import IO, Any, Mapping
 
+from kvspec.cli_args import output_file
 from kvspec.lang.errors import UsageError
 
 __all__ = ["cmd_check", "register"]
@@ -34,17 +35,6 @@ def register(kit: Any) -> None:
                    help="check only this configured model (repeatable)")
 
 
-def _output_file(path: str | None, option: str) -> Path | None:
-    """A report file to be written: its directory must exist, it must not be one."""
-    if path is None:
-        return None
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise UsageError(f"{option} {path}: directory {target.parent} does not exist")
-    if target.is_dir():
-        raise UsageError(f"{option} {path}: is a directory")
-    return target
-
 
 def _display(path: Path) -> str:
     try:
@@ -61,7 +51,7 @@ def cmd_check(args: argparse.Namespace, out: IO[str], err: IO[str],
     from kvspec.gate.reports import print_closing, print_header, print_model
 
     env = os.environ if environ is None else environ
-    outputs = {name: _output_file(getattr(args, name), f"--{name}")
+    outputs = {name: output_file(getattr(args, name), f"--{name}")
                for name in ("junit", "sarif", "summary")}
     if args.config is not None:
         pyproject = Path(args.config)

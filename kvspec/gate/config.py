@@ -43,8 +43,8 @@ from kvspec.lang.errors import UsageError
 from kvspec.runner import ENGINES
 from kvspec.tomlcompat import tomllib
 
-__all__ = ["ConfigError", "Expectation", "GateConfig", "ModelConfig", "find_pyproject",
-           "load_config", "read_pyproject"]
+__all__ = ["ConfigError", "Expectation", "GateConfig", "ModelConfig", "did_you_mean",
+           "find_pyproject", "load_config", "read_pyproject"]
 
 HOLDS = "holds"
 VIOLATED = "violated"
@@ -240,6 +240,12 @@ def _model(v: "_Validator", root: Path, entry: Any, index: int) -> ModelConfig:
 
 # -- validation helpers -----------------------------------------------------------------------
 
+def did_you_mean(name: str, choices: Any) -> str:
+    """``"did you mean 'x'? "`` for the choice closest to ``name``, or ``""``."""
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
 def _type_name(x: Any) -> str:
     if isinstance(x, bool):
         return "a boolean"
@@ -268,8 +274,7 @@ class _Validator:
             return
         for k in value:
             if k not in allowed:
-                close = difflib.get_close_matches(k, allowed, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
+                hint = did_you_mean(k, allowed)
                 raise self.fail(f"{key}.{_key_text(k)}", f"unknown key ({hint}known keys: "
                                 f"{', '.join(allowed)})")
 

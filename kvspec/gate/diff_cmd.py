@@ -20,23 +20,23 @@ import subprocess
 from pathlib import Path
 from typing import IO, Any
 
+from kvspec.cli_args import output_file, picture_path, positive_int, size_spec
 from kvspec.gate.diff import DesignDiff, diff_designs
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.loader import LoadedModel, load_model, parse_sizes
 from kvspec.lang.system import System, compile_model
 from kvspec.report.wording import display_path, one_line
+from kvspec.runner import ENGINES
+from kvspec.verdict import EXIT_USAGE
 
 __all__ = ["cmd_diff", "register", "resolve_source"]
 
-EXIT_USAGE = 2
 GIT_PREFIX = "git:"
 GIT_TIMEOUT_S = 60
 
 
 def register(kit: Any) -> None:
     """Add the subcommand to the parser through ``kit`` (a :class:`kvspec.cli.ParserKit`)."""
-    from kvspec.cli import picture_path, positive_int, size_spec
-    from kvspec.runner import ENGINES
     p = kit.command("diff", "compare two versions of a design: structure, verdicts and the "
                     "shortest behaviour only one of them allows", cmd_diff)
     p.add_argument("old", metavar="OLD", help="the old design: a model file or git:REV:path")
@@ -64,16 +64,12 @@ def register(kit: Any) -> None:
 
 # -- sources --------------------------------------------------------------------------------
 
-_display = display_path
-_one_line = one_line
-
-
 def resolve_source(spec: str, stack: contextlib.ExitStack) -> tuple[Path, str]:
     """The model file for ``spec`` and how to name it in messages. For
     ``git:REV:path`` the content at ``REV`` is written to a temporary file with the
     same base name (removed when ``stack`` closes)."""
     if not spec.startswith(GIT_PREFIX):
-        return Path(spec), _display(spec)
+        return Path(spec), display_path(spec)
     rev, sep, path = spec[len(GIT_PREFIX):].partition(":")
     if not sep or not rev or not path:
         raise UsageError(f"{spec}: expected git:REV:path (e.g. git:HEAD~1:models/patched.py)")
@@ -86,7 +82,7 @@ def resolve_source(spec: str, stack: contextlib.ExitStack) -> tuple[Path, str]:
         probe = probe.parent
     top = _git(git, probe, ["rev-parse", "--show-toplevel"], spec)
     if top.returncode != 0:
-        raise UsageError(f"{spec}: {_display(probe)} is not inside a git repository")
+        raise UsageError(f"{spec}: {display_path(probe)} is not inside a git repository")
     root = Path(top.stdout.decode("utf-8", "replace").strip()).resolve()
     try:
         rel = target.resolve().relative_to(root)
@@ -175,21 +171,11 @@ def _sizes_for(old: LoadedModel, new: LoadedModel, names: tuple[str, str],
     return so, sn
 
 
-def _check_output(path: str | None, option: str) -> None:
-    if path is None:
-        return
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise UsageError(f"{option} {path}: directory {_display(target.parent)} does not exist")
-    if target.is_dir():
-        raise UsageError(f"{option} {path}: is a directory")
-
-
 # -- the command ----------------------------------------------------------------------------
 
 def cmd_diff(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    _check_output(args.render, "--render")
-    _check_output(args.trace, "-o")
+    output_file(args.render, "--render")
+    output_file(args.trace, "-o")
     overrides = parse_sizes(args.size)
     with contextlib.ExitStack() as stack:
         old_file, old_name = resolve_source(args.old, stack)
@@ -252,7 +238,7 @@ def _write_outputs(args: argparse.Namespace, diff: DesignDiff, doc: dict[str, An
         try:
             path = render_trace(doc, Path(args.render))
         except (RenderError, TraceFormatError, OSError) as exc:
-            err.write(f"kvspec: error: cannot render: {_one_line(str(exc))}\n")
+            err.write(f"kvspec: error: cannot render: {one_line(str(exc))}\n")
             return EXIT_USAGE
         if not args.json:
             err.write(f"kvspec: picture of the distinguishing behaviour written to {path}\n")

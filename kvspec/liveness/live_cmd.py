@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import IO, Any
 
+from kvspec.cli_args import positive_int
 from kvspec.lang.errors import UsageError
 from kvspec.lang.loader import LoadedModel, load_model, parse_sizes
 from kvspec.lang.system import System, compile_model
@@ -25,16 +26,6 @@ from kvspec.verdict import Result, Stats, Status, Verdict
 
 ENGINES = ("explicit", "bmc")
 DEFAULT_DEPTH = 20
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return value
 
 
 def compile_for_liveness(loaded: LoadedModel, sizes: dict[str, int]) -> System:
@@ -139,9 +130,9 @@ def add_arguments(p: argparse.ArgumentParser, kit: Any | None = None) -> None:
     p.add_argument("--engine", choices=ENGINES, default="explicit",
                    help="explicit: exhaustive search of the reachable graph (default); bmc: "
                         "bounded symbolic search for lassos with Z3 (no lasso is UNKNOWN)")
-    p.add_argument("--depth", type=_positive_int, default=None, metavar="K",
+    p.add_argument("--depth", type=positive_int, default=None, metavar="K",
                    help=f"--engine bmc: lassos of at most K >= 1 steps (default {DEFAULT_DEPTH})")
-    p.add_argument("--max-states", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--max-states", type=positive_int, default=None, metavar="N",
                    help="give up after N >= 1 states (verdict UNKNOWN)")
     if kit is not None:
         kit.timeout_arg(p)

@@ -339,6 +339,23 @@ class BitVecImage:
 
 # -- the transition system ----------------------------------------------------------------
 
+def encode_instance(system: System, inst: ActionInstance, int_cur: list[Any]
+                    ) -> tuple[InstanceEncoding, Any]:
+    """One instance over the integer-encoded state: its enabledness, the slots it can
+    change, its model-error conditions; and the step encoding they come from (whose
+    guarded events a caller may need; the transition system itself drops them)."""
+    enc = system.encode_step(inst, int_cur)
+    updates = {}
+    for i, (c, n) in enumerate(zip(int_cur, enc.next)):
+        if not c.eq(n):
+            n = z3.simplify(n)
+            if not n.eq(c):
+                updates[i] = n
+    errors = [(z3.simplify(c), msg) for c, msg in enc.errors]
+    errors = [(c, msg) for c, msg in errors if not z3.is_false(c)]
+    return InstanceEncoding(inst, z3.simplify(enc.enabled), updates, errors), enc
+
+
 class TransitionSystem:
     """init, transition and bad states of one compiled system, over Z3 variables.
 
@@ -406,16 +423,7 @@ class TransitionSystem:
 
     # -- building ----------------------------------------------------------------------
     def _encode(self, inst: ActionInstance) -> InstanceEncoding:
-        enc = self.system.encode_step(inst, self.int_cur)
-        updates = {}
-        for i, (c, n) in enumerate(zip(self.int_cur, enc.next)):
-            if not c.eq(n):
-                n = z3.simplify(n)
-                if not n.eq(c):
-                    updates[i] = n
-        errors = [(z3.simplify(c), msg) for c, msg in enc.errors]
-        errors = [(c, msg) for c, msg in errors if not z3.is_false(c)]
-        return InstanceEncoding(inst, z3.simplify(enc.enabled), updates, errors)
+        return encode_instance(self.system, inst, self.int_cur)[0]
 
     def _bit_vectors(self, raw: list[InstanceEncoding], extra: list[z3.BoolRef],
                      poll: Callable[[str], None]) -> BitVecImage:

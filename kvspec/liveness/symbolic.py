@@ -42,7 +42,7 @@ import z3
 from kvspec.engines.bmc import Unroller, check_errors
 from kvspec.engines.explicit import Deadline, OutOfTime, check_count, check_timeout, time_limit
 from kvspec.engines.transition import EncodingOverflow, InstanceEncoding, Renaming, \
-    TransitionSystem, mk_and, mk_or
+    TransitionSystem, encode_instance, mk_and, mk_or
 from kvspec.lang.system import ActionInstance, System
 from kvspec.lang.z3gen import SymEvent
 from kvspec.liveness.check import (Fairness, declared_fairness, explain_lasso,
@@ -78,16 +78,8 @@ def _encode(system: System, deadline: Deadline, temporal: list[TemporalProperty]
     raw_events: list[list[SymEvent]] = []
     for inst in system.instances:
         deadline.check("encoding")
-        enc = system.encode_step(inst, int_cur)
-        updates: dict[int, z3.ExprRef] = {}
-        for i, (c, n) in enumerate(zip(int_cur, enc.next)):
-            if not c.eq(n):
-                n = z3.simplify(n)
-                if not n.eq(c):
-                    updates[i] = n
-        errors = [(z3.simplify(c), msg) for c, msg in enc.errors]
-        errors = [(c, msg) for c, msg in errors if not z3.is_false(c)]
-        raw.append(InstanceEncoding(inst, z3.simplify(enc.enabled), updates, errors))
+        encoded, enc = encode_instance(system, inst, int_cur)
+        raw.append(encoded)
         raw_events.append([SymEvent(z3.simplify(e.guard), e.kind, e.request, e.page)
                            for e in enc.events if not z3.is_false(z3.simplify(e.guard))])
     raw_bad = {p.name: z3.simplify(system.encode_bad(p, int_cur)) for p in system.properties}

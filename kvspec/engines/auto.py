@@ -190,11 +190,7 @@ def _explicit(system: System, pending: list[Property], verdicts: dict[str, Verdi
     if out.stopped == TIMEOUT and deadline.expired():
         # the run's deadline passed inside the search (its symmetry analysis, say):
         # say where, as the other stages do
-        detail = next((v.detail for v in out.verdicts if v.status is Status.UNKNOWN), "")
-        phase = "the explicit search"
-        if detail.startswith("timeout during "):
-            phase = detail.removeprefix("timeout during ").split(",")[0]
-        raise OutOfTime(phase)
+        raise OutOfTime(out.stopped_during or "the explicit search")
     if out.stats.states:
         stats.states, stats.transitions = out.stats.states, out.stats.transitions
         stats.symmetry = out.stats.symmetry

@@ -206,6 +206,8 @@ class ExplicitOutcome:
     edges: list[tuple[int, int, int]] = field(default_factory=list)
     stopped: str | None = None
     coverage: Coverage | None = None  # what the search saw fire (exact when complete)
+    #: the phase the run's deadline passed in, when it passed before the search began
+    stopped_during: str = ""
 
 
 def _peak_mb() -> float:
@@ -239,7 +241,9 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
         with time_limit(dl, "symmetry analysis"):
             report = analyse_symmetry(system, enabled=symmetry)
     except OutOfTime as exc:
-        return _cut_short(system, symmetry, str(exc), time.monotonic() - start)
+        out = _cut_short(system, symmetry, str(exc), time.monotonic() - start)
+        out.stopped_during = exc.phase
+        return out
     canon = Canonicalizer(system.schema, report.requests, report.pages)
     use_canon = canon.active
     props = system.properties

@@ -328,6 +328,8 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
     """Resolve sizes, lay out the state, check every body and build its IR, and
     compile the concrete interpretation.
 
+    ``properties``: the properties to check (None: the model's own selection and its
+    invariants; ``[]``: none, for searches that bring their own, like liveness).
     ``inflight_bound``: writes per (page, request) the monitor counts exactly (see
     :mod:`kvspec.props.library`). ``prune_monitor=False`` stores every monitor
     variable of the selected properties, even those no emitted event can change
@@ -369,8 +371,9 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
             raise ModelError(f"invariant {fn.__name__} has the name of the library property "
                              f"{name!r}; rename it", body.file, body.tree.lineno)
     available = list(library.LIBRARY) + list(invariants)
-    wanted = list(properties) if properties else list(decl.properties or library.LIBRARY)
-    if not properties:
+    wanted = list(properties) if properties is not None \
+        else list(decl.properties or library.LIBRARY)
+    if properties is None:
         wanted += [n for n in invariants if n not in wanted]
     for name in wanted:
         if name not in available:

@@ -20,7 +20,6 @@ from kvspec.liveness.check import DEADLOCK_METHOD, check_liveness
 from kvspec.liveness.obligations import DEADLOCK, LIVENESS
 from kvspec.liveness.report import print_verdicts, render_verdicts
 from kvspec.liveness.symbolic import check_liveness_bmc
-from kvspec.props import library
 from kvspec.report.wording import display_path
 from kvspec.verdict import Result, Stats, Status, Verdict
 
@@ -29,12 +28,10 @@ DEFAULT_DEPTH = 20
 
 
 def compile_for_liveness(loaded: LoadedModel, sizes: dict[str, int]) -> System:
-    """The model compiled with as few safety monitors as ``compile_model`` allows
-    (one library property, the first the model selects): the liveness search keeps
-    its own obligation monitor, and every stored safety-monitor variable could only
-    multiply the states it explores."""
-    chosen = [n for n in (loaded.decl.properties or ()) if n in library.LIBRARY]
-    return compile_model(loaded, sizes, [chosen[0] if chosen else library.NDAR])
+    """The model compiled without safety monitors: the liveness search keeps its own
+    obligation monitor, and stored safety-monitor variables could only multiply the
+    states it explores."""
+    return compile_model(loaded, sizes, [])
 
 
 def cmd_live(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -90,12 +87,12 @@ def _write_program(args: argparse.Namespace, verdicts: list[Verdict], err: IO[st
     if not lassos:
         err.write(f"kvspec: no program written: no lasso counterexample ({args.python})\n")
         return
-    library = [v for v in lassos if v.prop in LIVENESS]
-    if not library:
+    of_library = [v for v in lassos if v.prop in LIVENESS]
+    if not of_library:
         err.write(f"kvspec: no program written: lasso programs are built for the library "
                   f"liveness properties only, not for {lassos[0].prop} ({args.python})\n")
         return
-    lassos = library
+    lassos = of_library
     trace = lassos[0].trace
     assert trace is not None
     source = lasso_program(trace.to_json(), args.model, program_path=args.python,

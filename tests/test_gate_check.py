@@ -273,10 +273,20 @@ def test_a_reachable_deadlock_fails_the_gate(repo: Path) -> None:
     assert "        emit.finish(r)\n" in source
     target.write_text(source.replace("        emit.finish(r)\n", "", 1))
     _single_model(repo, "")
-    res = check(repo)
-    assert res.code == 1, res.out
+    sarif, junit = repo / "kvspec.sarif", repo / "kvspec.xml"
+    res = check(repo, "--sarif", str(sarif), "--junit", str(junit))
+    assert res.code == 1, res.out + res.err
     assert "deadlock-freedom started failing: VIOLATED (deadlock" in res.out
     assert "no action is enabled, and r0 has had no terminal event" in res.out
+    # the reports carry the liveness case too (was an internal error: no SARIF rule)
+    log = json.loads(sarif.read_text())
+    assert not list(sarif_schema_validator().iter_errors(log))
+    run = log["runs"][0]
+    rules = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    (result,) = run["results"]
+    assert result["ruleId"] == "deadlock-freedom" == rules[result["ruleIndex"]]
+    case = junit_cases(junit)[("transfer", "deadlock-freedom")]
+    assert outcome(case) == "failure:started-failing"
     # liveness = [] turns the deadlock check off; a deadlock can also be expected
     _single_model(repo, "liveness = []\n")
     assert check(repo).code == 0

@@ -99,6 +99,16 @@ def _rules(gate: GateRun) -> list[dict[str, Any]]:
                                             f"{p.summary}"},
                 "defaultConfiguration": {"level": "error"},
                 "properties": {"tags": ["kvspec", "kv-cache", p.kind]}})
+    for case in gate.cases:  # the liveness checks (deadlock freedom, leaks, the model's own)
+        if case.name in (MODEL, COVERAGE) or case.name in rules:
+            continue
+        rules[case.name] = {
+            "id": case.name, "name": case.name,
+            "shortDescription": {"text": case.summary or case.name},
+            "fullDescription": {"text": f"kvspec liveness property {case.name}: "
+                                        f"{case.summary or case.name}"},
+            "defaultConfiguration": {"level": "error"},
+            "properties": {"tags": ["kvspec", "kv-cache", "liveness"]}}
     rules[DEAD_RULE] = {
         "id": DEAD_RULE, "name": "dead-action",
         "shortDescription": {"text": "an action never fires in any reachable state"},

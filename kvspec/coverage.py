@@ -24,12 +24,14 @@ representative, so zero counts are exact either way.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import z3
 
 from kvspec.lang.errors import ModelError
+from kvspec.lang.schema import State
 from kvspec.lang.symvalues import domain_constraint
 from kvspec.lang.system import ActionInstance, System
 from kvspec.lang.types import PAGE, REQUEST
@@ -162,16 +164,54 @@ def coverage_of(system: System, *, max_states: int | None = DEFAULT_MAX_STATES,
     ``timeout`` seconds (None: no limit); ``complete`` is False when a budget (or a
     model error on the way) stopped it.
 
-    The explicit engine's own search with symmetry reduction (it records coverage per
-    orbit, exact for "never fires"), carried on past the point where every property
-    is violated: the coverage is of every reachable state, not of the states a
-    verification needed."""
+    First with symmetry reduction (the explicit engine records coverage per orbit,
+    exact for "never fires"), which covers far larger models within the budget; if
+    that search ends early (e.g. once every property is violated), a plain
+    exploration without reduction that ignores the properties."""
+    start = time.monotonic()
     from kvspec.engines.explicit import Limits, explore
     try:
-        out = explore(system, symmetry=True, limits=Limits(max_states, timeout),
-                      stop_when_all_violated=False)
+        reduced = explore(system, symmetry=True, limits=Limits(max_states, timeout))
+    except ModelError:
+        reduced = None
+    if reduced is not None and reduced.coverage is not None and reduced.coverage.complete:
+        return reduced.coverage
+    if timeout is not None:
+        timeout = max(timeout - (time.monotonic() - start), 0.001)
+        start = time.monotonic()
+    rec = CoverageRecorder(system)
+    index: set[State] = {system.initial}
+    frontier: list[State] = [system.initial]
+    batches = system.batches()
+    step = system.machine.step
+    guard_ok = system.machine.guard
+    complete = True
+    try:
+        with system.machine.session():
+            head = 0
+            while head < len(frontier):
+                if (max_states is not None and len(index) >= max_states) or \
+                        (timeout is not None and time.monotonic() - start >= timeout):
+                    complete = False
+                    break
+                s = frontier[head]
+                head += 1
+                for guard, groups in batches:
+                    for gkey, group in groups:
+                        if guard is not None and not guard_ok(s, guard, gkey):
+                            continue
+                        for inst in group:
+                            out = step(s, inst.action.fast or inst.action.fn, inst.args)
+                            if out is None:
+                                continue
+                            nxt, events, _violations = out
+                            rec.fired(inst.index, events)
+                            if nxt not in index:
+                                index.add(nxt)
+                                frontier.append(nxt)
+                if head & 1023 == 0:  # drop the explored prefix: memory stays O(frontier)
+                    del frontier[:head]
+                    head = 0
     except ModelError:  # a reachable model error is the engines' finding, not coverage's
-        return CoverageRecorder(system).result(complete=False, states=0)
-    if out.coverage is None:  # the deadline passed before the search started
-        return CoverageRecorder(system).result(complete=False, states=0)
-    return out.coverage
+        complete = False
+    return rec.result(complete=complete, states=len(index))

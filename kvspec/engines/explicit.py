@@ -227,13 +227,11 @@ def _run_deadline(limits: Limits, deadline: Deadline | None) -> Deadline:
 def explore(system: System, *, symmetry: bool = True, limits: Limits | None = None,
             progress: ProgressFn | None = None, keep_graph: bool = False,
             count_orbits: bool = True, deadline: Deadline | None = None,
-            coverage: bool = True, stop_when_all_violated: bool = True) -> ExplicitOutcome:
+            coverage: bool = True) -> ExplicitOutcome:
     """Breadth-first search of every reachable state (up to ``limits``; ``deadline``:
     the deadline of an enclosing run, which bounds this search too). With
     ``coverage`` the outcome records which actions, instances and events fired
-    (:mod:`kvspec.coverage`; per orbit under symmetry reduction). The search ends
-    once every property is violated, unless ``stop_when_all_violated`` is False (to
-    see every reachable state for coverage)."""
+    (:mod:`kvspec.coverage`; per orbit under symmetry reduction)."""
     limits = limits or Limits()
     start = time.monotonic()
     dl = _run_deadline(limits, deadline)
@@ -280,7 +278,7 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
     fired = recorder.fired if recorder is not None else None
     with system.machine.session():
         while head < len(states):
-            if stop_when_all_violated and len(found) == len(props):
+            if len(found) == len(props):
                 stopped = ALL_VIOLATED
                 break
             s = states[head]

@@ -1,0 +1,270 @@
+"""kvspec's explicit engine against SPIN on the same state spaces, interleaved.
+
+    python benchmarks/peers/compare.py                       # python backend, 3 repeats
+    python benchmarks/peers/compare.py --backend native --sizes 2x4,2x6,3x4 --repeat 5
+
+For every size (``RxP``: requests x pages) it builds the SPIN verifier of
+``patched.pml`` once (``spin -a``; ``gcc -O2 -DSAFETY -DNOREDUCE``; the build time is
+reported on its own), then, ``--repeat`` times, runs SPIN's full search, kvspec's
+without symmetry and kvspec's with symmetry one right after the other, rotating which
+goes first, so that both tools see the same load on a shared machine. The time to the
+first shortest counterexample is measured the same way on ``buggy_pd`` (SPIN in
+breadth-first mode, ``-DBFS``; kvspec with ``--property``). Times are CPU seconds
+(user + system of the child process), medians over the repeats.
+
+The script checks what it compares: the state and transition counts of the two
+tools must be equal and the counterexamples equally long; otherwise it says
+MISMATCH and exits 1. Exit 2: SPIN or the chosen kvspec backend is not available.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import kvspec_cli  # noqa: E402
+import spin_pan  # noqa: E402
+
+MiB = 1024 * 1024
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    out = []
+    for part in text.split(","):
+        r, sep, p = part.strip().lower().partition("x")
+        if not sep or not r.isdigit() or not p.isdigit():
+            raise argparse.ArgumentTypeError(f"size {part!r} is not REQUESTSxPAGES, e.g. 2x4")
+        out.append((int(r), int(p)))
+    return out
+
+
+@dataclass
+class Row:
+    """One comparison: SPIN and kvspec CPU seconds per repeat, and what each found."""
+
+    what: str
+    size: str
+    spin_cpu: list[float] = field(default_factory=list)
+    kvspec_cpu: list[float] = field(default_factory=list)
+    spin_count: int = 0          # states, or counterexample steps
+    kvspec_count: int = 0
+    unit: str = "states"
+    must_match: bool = True
+    consistent: bool = True      # further checks (transition counts) agreed
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def spin(self) -> float:
+        return statistics.median(self.spin_cpu)
+
+    @property
+    def kvspec(self) -> float:
+        return statistics.median(self.kvspec_cpu)
+
+    @property
+    def matches(self) -> bool:
+        return self.consistent and (not self.must_match or self.spin_count == self.kvspec_count)
+
+
+def interleave(runs: list[Callable[[], None]], repeat: int) -> None:
+    """Each repeat runs every measurement once, starting one further along each time."""
+    for rep in range(repeat):
+        k = rep % len(runs)
+        for run in runs[k:] + runs[:k]:
+            run()
+
+
+def rate(count: int, seconds: float) -> str:
+    return f"{count / seconds:,.0f}" if seconds > 0 else "-"
+
+
+def table(rows: list[Row]) -> list[str]:
+    lines = ["| measurement | size | kvspec / SPIN result | SPIN CPU s | kvspec CPU s | "
+             "kvspec/SPIN | SPIN states/s | kvspec states/s |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        sep = "=" if r.matches and r.must_match else ("/" if not r.must_match else "≠")
+        result = f"{r.kvspec_count:,} {sep} {r.spin_count:,} {r.unit}"
+        if not r.matches:
+            result += " **MISMATCH**"
+        states = r.unit == "states"
+        lines.append(f"| {r.what} | {r.size} | {result} | {r.spin:.3f} | {r.kvspec:.3f} | "
+                     f"{r.kvspec / r.spin:.1f} | "
+                     f"{rate(r.spin_count, r.spin) if states else '-'} | "
+                     f"{rate(r.kvspec_count, r.kvspec) if states else '-'} |")
+    return lines
+
+
+def spin_version() -> str:
+    out = subprocess.run(["spin", "-V"], capture_output=True, text=True).stdout.strip()
+    return out.split(" -- ")[0] if out else "spin"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", choices=kvspec_cli.BACKENDS, default="python",
+                    help="kvspec's explicit-engine backend (default python)")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved repeats (median)")
+    ap.add_argument("--sizes", type=parse_sizes, default=parse_sizes("2x3,2x4,2x5"),
+                    help="RxP sizes of the full-space rows (default 2x3,2x4,2x5)")
+    ap.add_argument("--cex-size", type=parse_sizes, default=None,
+                    help="size of the counterexample row (default: the last of --sizes)")
+    ap.add_argument("--cex-property", default="no-read-beyond-written",
+                    choices=sorted(spin_pan.PROPERTY_MACROS),
+                    help="the buggy_pd property whose first counterexample is timed")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds per tool run")
+    ap.add_argument("--json", type=Path, default=None, help="also write the raw numbers here")
+    args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    if not spin_pan.available():
+        print("compare: spin and gcc are needed (Debian: apt-get install -y spin gcc)",
+              file=sys.stderr)
+        return 2
+    try:
+        backend = kvspec_cli.backend_option(args.backend)
+    except kvspec_cli.KvspecError as exc:
+        print(f"compare: {exc}", file=sys.stderr)
+        return 2
+    cex_size = (args.cex_size or args.sizes[-1:])[0]
+
+    try:
+        return _compare(args, backend, cex_size)
+    except (spin_pan.SpinError, kvspec_cli.KvspecError, subprocess.TimeoutExpired) as exc:
+        print(f"compare: {exc}", file=sys.stderr)
+        return 2
+
+
+def _compare(args: argparse.Namespace, backend: list[str], cex_size: tuple[int, int]) -> int:
+    rows: list[Row] = []
+    builds: list[str] = []
+    memory: list[str] = []
+    raw: dict[str, Any] = {"backend": args.backend, "repeat": args.repeat, "runs": []}
+    timeout = args.timeout
+    with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
+        work = Path(tmp)
+        baseline = kvspec_cli.run("patched", 1, 1, symmetry=False, backend=backend,
+                                  timeout=timeout)
+        for r, p in args.sizes:
+            size = f"{r}x{p}"
+            pan = spin_pan.build("patched", r, p, work / f"full-{size}")
+            builds.append(f"patched {size}: spin -a {pan.spin_cpu:.2f} s, "
+                          f"gcc -O2 {pan.compile_cpu:.2f} s")
+            bits = spin_pan.hash_bits(spin_pan.run(pan, bits=22, timeout=timeout).states)
+            full = Row("full state space, no symmetry", size)
+            sym = Row("kvspec symmetry vs SPIN none", size, must_match=False)
+            last: dict[str, Any] = {}
+
+            def spin_full(pan: spin_pan.Pan = pan, bits: int = bits, full: Row = full,
+                          sym: Row = sym, last: dict[str, Any] = last) -> None:
+                res = spin_pan.run(pan, bits=bits, timeout=timeout)
+                full.spin_cpu.append(res.cpu)
+                sym.spin_cpu.append(res.cpu)
+                full.spin_count = sym.spin_count = res.states
+                last["spin"] = res
+                raw["runs"].append({"tool": "spin", "size": full.size, "states": res.states,
+                                    "transitions": res.transitions, "cpu": res.cpu})
+
+            def kv_full(r: int = r, p: int = p, full: Row = full,
+                        last: dict[str, Any] = last) -> None:
+                res = kvspec_cli.run("patched", r, p, symmetry=False, backend=backend,
+                                     timeout=timeout)
+                full.kvspec_cpu.append(res.cpu)
+                full.kvspec_count = res.states
+                last["kvspec"] = res
+                raw["runs"].append({"tool": "kvspec", "size": full.size, **asdict(res)})
+
+            def kv_sym(r: int = r, p: int = p, sym: Row = sym) -> None:
+                res = kvspec_cli.run("patched", r, p, symmetry=True, backend=backend,
+                                     timeout=timeout)
+                sym.kvspec_cpu.append(res.cpu)
+                sym.kvspec_count = res.states
+                if res.reduction_factor:
+                    sym.notes = [f"reduction factor {res.reduction_factor}"]
+                raw["runs"].append({"tool": "kvspec-symmetry", "size": sym.size,
+                                    **asdict(res)})
+
+            interleave([spin_full, kv_full, kv_sym], args.repeat)
+            s, k = last["spin"], last["kvspec"]
+            if k.transitions != s.transitions - 1:  # pan counts the initial state as one
+                full.notes.append(f"transitions kvspec {k.transitions:,} vs SPIN "
+                                  f"{s.transitions:,} - 1 **MISMATCH**")
+                full.consistent = False
+            rows += [full, sym]
+            memory.append(_memory_row(size, s, k, baseline))
+
+        r, p = cex_size
+        size = f"{r}x{p}"
+        prop = args.cex_property
+        pan = spin_pan.build("buggy_pd", r, p, work / f"cex-{size}", properties=[prop],
+                             stop_at_violation=True, bfs=True)
+        builds.append(f"buggy_pd {size} (BFS, {prop}): spin -a {pan.spin_cpu:.2f} s, "
+                      f"gcc -O2 {pan.compile_cpu:.2f} s")
+        cex = Row(f"first shortest counterexample, buggy_pd {prop}", size, unit="steps")
+
+        def spin_cex() -> None:
+            res = spin_pan.run(pan, bits=20, timeout=timeout)
+            if res.counterexample_steps is None:
+                raise spin_pan.SpinError(f"SPIN found no violation of {prop}")
+            cex.spin_cpu.append(res.cpu)
+            cex.spin_count = res.counterexample_steps
+            raw["runs"].append({"tool": "spin-cex", "size": size, "cpu": res.cpu,
+                                "steps": cex.spin_count})
+
+        def kv_cex() -> None:
+            res = kvspec_cli.run("buggy_pd", r, p, symmetry=False, backend=backend,
+                                 properties=[prop], timeout=timeout)
+            if prop not in res.steps:
+                raise kvspec_cli.KvspecError(f"kvspec found no violation of {prop}")
+            cex.kvspec_cpu.append(res.cpu)
+            cex.kvspec_count = res.steps[prop]
+            raw["runs"].append({"tool": "kvspec-cex", "size": size, **asdict(res)})
+
+        interleave([spin_cex, kv_cex], args.repeat)
+        rows.append(cex)
+
+    print(f"{spin_version()} (gcc -O2 -DSAFETY -DNOREDUCE, pan -w<2x states>) vs kvspec "
+          f"explicit, backend {args.backend}; CPU seconds (user+sys), median of "
+          f"{args.repeat} interleaved runs\n")
+    print("\n".join(table(rows)))
+    notes = [f"{r.what} {r.size}: {n}" for r in rows for n in r.notes]
+    if notes:
+        print("\n" + "\n".join(f"- {n}" for n in notes))
+    print("\nBytes per state (last run of each size):\n")
+    print("| size | SPIN state storage | SPIN total | kvspec peak RSS | kvspec peak RSS above "
+          "a 1-request run | kvspec/SPIN (total) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    print("\n".join(memory))
+    print("\nSPIN build, once per configuration (not in the times above):\n")
+    print("\n".join(f"- {b}" for b in builds))
+    if args.json is not None:
+        raw["rows"] = [asdict(r) | {"spin_median": r.spin, "kvspec_median": r.kvspec}
+                       for r in rows]
+        args.json.write_text(json.dumps(raw, indent=1))
+    if not all(r.matches for r in rows):
+        print("\ncompare: MISMATCH: the two tools did not explore the same state space",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _memory_row(size: str, s: spin_pan.SpinRun, k: kvspec_cli.KvspecRun,
+                baseline: kvspec_cli.KvspecRun) -> str:
+    spin_store = s.state_memory_mb * MiB / s.states
+    spin_total = s.total_memory_mb * MiB / s.states
+    kv_total = k.peak_memory_mb * MiB / k.states
+    kv_above = max(0.0, k.peak_memory_mb - baseline.peak_memory_mb) * MiB / k.states
+    return (f"| {size} | {spin_store:,.0f} | {spin_total:,.0f} | {kv_total:,.0f} | "
+            f"{kv_above:,.0f} | {kv_total / spin_total:.1f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

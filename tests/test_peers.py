@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kvspec.engines.explicit import explore
+from kvspec.engines.explicit import ExplicitOutcome, explore
 from kvspec.lang.loader import load_model
 from kvspec.lang.system import compile_model
 
@@ -26,7 +26,8 @@ pytestmark = pytest.mark.skipif(not spin_pan.available(),
                                 reason="SPIN is not installed (apt-get install -y spin)")
 
 
-def kvspec_search(model: str, requests: int, pages: int, properties: list[str] | None):
+def kvspec_search(model: str, requests: int, pages: int, properties: list[str] | None
+                  ) -> ExplicitOutcome:
     system = compile_model(load_model(ROOT / "models" / f"{model}.py"),
                            {"requests": requests, "pages": pages}, properties=properties)
     return explore(system, symmetry=False, coverage=False)

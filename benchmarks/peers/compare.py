@@ -10,7 +10,10 @@ without symmetry and kvspec's with symmetry one right after the other, rotating 
 goes first, so that both tools see the same load on a shared machine. The time to the
 first shortest counterexample is measured the same way on ``buggy_pd`` (SPIN in
 breadth-first mode, ``-DBFS``; kvspec with ``--property``). Times are CPU seconds
-(user + system of the child process), medians over the repeats.
+(user + system of the child process), medians over the repeats. With a backend other
+than ``python``, kvspec first runs each configuration once untimed, so that code it
+builds and caches per model and sizes is built before the timed runs (that first
+run's time is reported with SPIN's build times).
 
 The script checks what it compares: the state and transition counts of the two
 tools must be equal and the counterexamples equally long; otherwise it says
@@ -42,6 +45,9 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
         r, sep, p = part.strip().lower().partition("x")
         if not sep or not r.isdigit() or not p.isdigit():
             raise argparse.ArgumentTypeError(f"size {part!r} is not REQUESTSxPAGES, e.g. 2x4")
+        if not (1 <= int(r) <= 6 and 1 <= int(p) <= 12):
+            raise argparse.ArgumentTypeError(f"size {part!r}: the Promela models take 1..6 "
+                                             "requests and 1..12 pages")
         out.append((int(r), int(p)))
     return out
 
@@ -144,129 +150,173 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _compare(args: argparse.Namespace, backend: list[str], cex_size: tuple[int, int]) -> int:
-    rows: list[Row] = []
-    builds: list[str] = []
-    memory: list[str] = []
-    raw: dict[str, Any] = {"backend": args.backend, "repeat": args.repeat, "runs": []}
-    timeout = args.timeout
-    with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
-        work = Path(tmp)
-        baselines = [kvspec_cli.run("patched", 1, 1, symmetry=False, backend=backend,
-                                    timeout=timeout) for _ in range(args.repeat)]
-        baseline = baselines[-1]
-        fixed = statistics.median(b.cpu for b in baselines)
-        for r, p in args.sizes:
-            size = f"{r}x{p}"
-            pan = spin_pan.build("patched", r, p, work / f"full-{size}")
-            builds.append(f"patched {size}: spin -a {pan.spin_cpu:.2f} s, "
-                          f"gcc -O2 {pan.compile_cpu:.2f} s")
-            bits = spin_pan.hash_bits(spin_pan.run(pan, bits=22, timeout=timeout).states)
-            full = Row("full state space, no symmetry", size)
-            sym = Row("kvspec symmetry vs SPIN none", size, must_match=False)
-            last: dict[str, Any] = {}
+class Session:
+    """One comparison run: the kvspec backend, the work directory for pan, and what
+    was measured so far (rows, builds, bytes per state, raw numbers)."""
 
-            def spin_full(pan: spin_pan.Pan = pan, bits: int = bits, full: Row = full,
-                          sym: Row = sym, last: dict[str, Any] = last) -> None:
-                res = spin_pan.run(pan, bits=bits, timeout=timeout)
-                full.spin_cpu.append(res.cpu)
-                sym.spin_cpu.append(res.cpu)
-                full.spin_count = sym.spin_count = res.states
-                last["spin"] = res
-                raw["runs"].append({"tool": "spin", "size": full.size, "states": res.states,
-                                    "transitions": res.transitions, "cpu": res.cpu})
+    def __init__(self, args: argparse.Namespace, backend: list[str], work: Path) -> None:
+        self.args = args
+        self.backend = backend
+        self.work = work
+        self.timeout: float | None = args.timeout
+        self.rows: list[Row] = []
+        self.builds: list[str] = []
+        self.memory: list[str] = []
+        self.raw: dict[str, Any] = {"backend": args.backend, "repeat": args.repeat,
+                                    "runs": []}
+        self.fixed = 0.0
+        self.baseline: kvspec_cli.KvspecRun | None = None
 
-            def kv_full(r: int = r, p: int = p, full: Row = full,
-                        last: dict[str, Any] = last) -> None:
-                res = kvspec_cli.run("patched", r, p, symmetry=False, backend=backend,
-                                     timeout=timeout)
-                full.kvspec_cpu.append(res.cpu)
-                full.kvspec_count = res.states
-                last["kvspec"] = res
-                raw["runs"].append({"tool": "kvspec", "size": full.size, **asdict(res)})
+    def kvspec(self, model: str, r: int, p: int, *, symmetry: bool,
+               properties: list[str] | None = None) -> kvspec_cli.KvspecRun:
+        return kvspec_cli.run(model, r, p, symmetry=symmetry, backend=self.backend,
+                              properties=properties, timeout=self.timeout)
 
-            def kv_sym(r: int = r, p: int = p, sym: Row = sym) -> None:
-                res = kvspec_cli.run("patched", r, p, symmetry=True, backend=backend,
-                                     timeout=timeout)
-                sym.kvspec_cpu.append(res.cpu)
-                sym.kvspec_count = res.states
-                if res.reduction_factor:
-                    sym.notes = [f"reduction factor {res.reduction_factor}"]
-                raw["runs"].append({"tool": "kvspec-symmetry", "size": sym.size,
-                                    **asdict(res)})
+    def warm_up(self, runs: dict[str, Callable[[], kvspec_cli.KvspecRun]]) -> None:
+        """With a backend other than python, one untimed run of each configuration, so
+        that code the backend builds and caches per model and sizes is built before the
+        timed runs (reported with SPIN's build, apart from them)."""
+        if self.args.backend == "python":
+            return
+        for label, run in runs.items():
+            res = run()
+            self.builds.append(f"kvspec {label}: first (untimed) run {res.cpu:.2f} s CPU, "
+                               "building and caching included")
 
-            interleave([spin_full, kv_full, kv_sym], args.repeat)
-            s, k = last["spin"], last["kvspec"]
-            if k.transitions != s.transitions - 1:  # pan counts the initial state as one
-                full.notes.append(f"transitions kvspec {k.transitions:,} vs SPIN "
-                                  f"{s.transitions:,} - 1 **MISMATCH**")
-                full.consistent = False
-            rows += [full, sym]
-            memory.append(_memory_row(size, s, k, baseline))
+    def record(self, tool: str, size: str, **numbers: Any) -> None:
+        self.raw["runs"].append({"tool": tool, "size": size, **numbers})
 
-        r, p = cex_size
+    def fixed_cost(self) -> None:
+        """kvspec's CPU time at requests=1, pages=1: interpreter start, model compile."""
+        self.warm_up({"patched 1x1": lambda: self.kvspec("patched", 1, 1, symmetry=False)})
+        runs = [self.kvspec("patched", 1, 1, symmetry=False) for _ in range(self.args.repeat)]
+        self.baseline = runs[-1]
+        self.fixed = statistics.median(b.cpu for b in runs)
+
+    def full_space(self, r: int, p: int) -> None:
+        """SPIN's full search, kvspec's without and with symmetry, interleaved."""
         size = f"{r}x{p}"
-        prop = args.cex_property
-        pan = spin_pan.build("buggy_pd", r, p, work / f"cex-{size}", properties=[prop],
-                             stop_at_violation=True, bfs=True)
-        builds.append(f"buggy_pd {size} (BFS, {prop}): spin -a {pan.spin_cpu:.2f} s, "
-                      f"gcc -O2 {pan.compile_cpu:.2f} s")
+        pan = spin_pan.build("patched", r, p, self.work / f"full-{size}")
+        self.builds.append(f"patched {size}: spin -a {pan.spin_cpu:.2f} s, "
+                           f"gcc -O2 {pan.compile_cpu:.2f} s")
+        bits = spin_pan.hash_bits(spin_pan.run(pan, bits=22, timeout=self.timeout).states)
+        full = Row("full state space, no symmetry", size)
+        sym = Row("kvspec symmetry vs SPIN none", size, must_match=False)
+        last: dict[str, Any] = {}
+
+        def spin_run() -> None:
+            res = spin_pan.run(pan, bits=bits, timeout=self.timeout)
+            full.spin_cpu.append(res.cpu)
+            sym.spin_cpu.append(res.cpu)
+            full.spin_count = sym.spin_count = res.states
+            last["spin"] = res
+            self.record("spin", size, states=res.states, transitions=res.transitions,
+                        cpu=res.cpu)
+
+        def kvspec_run() -> None:
+            res = self.kvspec("patched", r, p, symmetry=False)
+            full.kvspec_cpu.append(res.cpu)
+            full.kvspec_count = res.states
+            last["kvspec"] = res
+            self.record("kvspec", size, **asdict(res))
+
+        def kvspec_symmetric() -> None:
+            res = self.kvspec("patched", r, p, symmetry=True)
+            sym.kvspec_cpu.append(res.cpu)
+            sym.kvspec_count = res.states
+            if res.reduction_factor:
+                sym.notes = [f"reduction factor {res.reduction_factor}"]
+            self.record("kvspec-symmetry", size, **asdict(res))
+
+        self.warm_up({
+            f"patched {size}, no symmetry": lambda: self.kvspec("patched", r, p,
+                                                                symmetry=False),
+            f"patched {size}, symmetry": lambda: self.kvspec("patched", r, p, symmetry=True)})
+        interleave([spin_run, kvspec_run, kvspec_symmetric], self.args.repeat)
+        s, k = last["spin"], last["kvspec"]
+        if k.transitions != s.transitions - 1:  # pan counts the initial state as one
+            full.notes.append(f"transitions kvspec {k.transitions:,} vs SPIN "
+                              f"{s.transitions:,} - 1 **MISMATCH**")
+            full.consistent = False
+        self.rows += [full, sym]
+        assert self.baseline is not None
+        self.memory.append(_memory_row(size, s, k, self.baseline))
+
+    def counterexample(self, r: int, p: int, prop: str) -> None:
+        """The first shortest violation of ``prop`` in buggy_pd: SPIN breadth-first."""
+        size = f"{r}x{p}"
+        pan = spin_pan.build("buggy_pd", r, p, self.work / f"cex-{size}",
+                             properties=[prop], stop_at_violation=True, bfs=True)
+        self.builds.append(f"buggy_pd {size} (BFS, {prop}): spin -a {pan.spin_cpu:.2f} s, "
+                           f"gcc -O2 {pan.compile_cpu:.2f} s")
         cex = Row(f"first shortest counterexample, buggy_pd {prop}", size, unit="steps")
 
-        def spin_cex() -> None:
-            res = spin_pan.run(pan, bits=20, timeout=timeout)
+        def spin_run() -> None:
+            res = spin_pan.run(pan, bits=20, timeout=self.timeout)
             if res.counterexample_steps is None:
                 raise spin_pan.SpinError(f"SPIN found no violation of {prop}")
             cex.spin_cpu.append(res.cpu)
             cex.spin_count = res.counterexample_steps
-            raw["runs"].append({"tool": "spin-cex", "size": size, "cpu": res.cpu,
-                                "steps": cex.spin_count})
+            self.record("spin-cex", size, cpu=res.cpu, steps=cex.spin_count)
 
-        def kv_cex() -> None:
-            res = kvspec_cli.run("buggy_pd", r, p, symmetry=False, backend=backend,
-                                 properties=[prop], timeout=timeout)
+        def kvspec_run() -> None:
+            res = self.kvspec("buggy_pd", r, p, symmetry=False, properties=[prop])
             if prop not in res.steps:
                 raise kvspec_cli.KvspecError(f"kvspec found no violation of {prop}")
             cex.kvspec_cpu.append(res.cpu)
             cex.kvspec_count = res.steps[prop]
-            raw["runs"].append({"tool": "kvspec-cex", "size": size, **asdict(res)})
+            self.record("kvspec-cex", size, **asdict(res))
 
-        interleave([spin_cex, kv_cex], args.repeat)
-        rows.append(cex)
+        self.warm_up({f"buggy_pd {size} ({prop})": lambda: self.kvspec(
+            "buggy_pd", r, p, symmetry=False, properties=[prop])})
+        interleave([spin_run, kvspec_run], self.args.repeat)
+        self.rows.append(cex)
 
-    print(f"{spin_version()} (gcc -O2 -DSAFETY -DNOREDUCE, pan -w<2x states>) vs kvspec "
-          f"explicit, backend {args.backend}; CPU seconds (user+sys), median of "
-          f"{args.repeat} interleaved runs\n")
-    print("\n".join(table(rows, fixed)))
-    print(f"\nkvspec's fixed cost, the CPU time of the same command at requests=1, pages=1 "
-          f"(interpreter start, model compilation): {fixed:.2f} s; the last column leaves "
-          "it out.")
-    notes = [f"{r.what} {r.size}: {n}" for r in rows for n in r.notes]
-    if notes:
-        print("\n" + "\n".join(f"- {n}" for n in notes))
-    print("\nBytes per state (last run of each size):\n")
-    print("| size | SPIN state storage | SPIN total | kvspec peak RSS | kvspec peak RSS above "
-          "a 1-request run | kvspec/SPIN (total) |")
-    print("|---|---:|---:|---:|---:|---:|")
-    print("\n".join(memory))
-    print("\nSPIN build, once per configuration (not in the times above):\n")
-    print("\n".join(f"- {b}" for b in builds))
-    reported = sorted({str(run.get("backend")) for run in raw["runs"]
-                       if run.get("tool", "").startswith("kvspec") and run.get("backend")})
-    if reported:
-        print(f"\nkvspec's result documents name the backend: {', '.join(reported)}")
-        if reported != [args.backend]:
-            print(f"compare: warning: asked for the {args.backend} backend, kvspec reports "
-                  f"{', '.join(reported)}", file=sys.stderr)
-    if args.json is not None:
-        raw["rows"] = [asdict(r) | {"spin_median": r.spin, "kvspec_median": r.kvspec}
-                       for r in rows]
-        args.json.write_text(json.dumps(raw, indent=1))
-    if not all(r.matches for r in rows):
-        print("\ncompare: MISMATCH: the two tools did not explore the same state space",
-              file=sys.stderr)
-        return 1
-    return 0
+    def report(self) -> int:
+        args, rows = self.args, self.rows
+        print(f"{spin_version()} (gcc -O2 -DSAFETY -DNOREDUCE, pan -w<2x states>) vs kvspec "
+              f"explicit, backend {args.backend}; CPU seconds (user+sys), median of "
+              f"{args.repeat} interleaved runs\n")
+        print("\n".join(table(rows, self.fixed)))
+        print(f"\nkvspec's fixed cost, the CPU time of the same command at requests=1, "
+              f"pages=1 (interpreter start, model compilation): {self.fixed:.2f} s; the "
+              "last column leaves it out.")
+        notes = [f"{r.what} {r.size}: {n}" for r in rows for n in r.notes]
+        if notes:
+            print("\n" + "\n".join(f"- {n}" for n in notes))
+        print("\nBytes per state (last run of each size):\n")
+        print("| size | SPIN state storage | SPIN total | kvspec peak RSS | kvspec peak RSS "
+              "above a 1-request run | kvspec/SPIN (total) |")
+        print("|---|---:|---:|---:|---:|---:|")
+        print("\n".join(self.memory))
+        print("\nBuilds, once per configuration (not in the times above):\n")
+        print("\n".join(f"- {b}" for b in self.builds))
+        reported = sorted({str(run["backend"]) for run in self.raw["runs"]
+                           if run["tool"].startswith("kvspec") and run.get("backend")})
+        if reported:
+            print(f"\nkvspec's result documents name the backend: {', '.join(reported)}")
+            if reported != [args.backend]:
+                print(f"compare: warning: asked for the {args.backend} backend, kvspec "
+                      f"reports {', '.join(reported)}", file=sys.stderr)
+        if args.json is not None:
+            self.raw["rows"] = [asdict(r) | {"spin_median": r.spin,
+                                             "kvspec_median": r.kvspec} for r in rows]
+            args.json.write_text(json.dumps(self.raw, indent=1))
+        if not all(r.matches for r in rows):
+            print("\ncompare: MISMATCH: the two tools did not explore the same state space",
+                  file=sys.stderr)
+            return 1
+        return 0
+
+
+def _compare(args: argparse.Namespace, backend: list[str], cex_size: tuple[int, int]) -> int:
+    with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
+        session = Session(args, backend, Path(tmp))
+        session.fixed_cost()
+        for r, p in args.sizes:
+            session.full_space(r, p)
+        session.counterexample(*cex_size, args.cex_property)
+    return session.report()
 
 
 def _memory_row(size: str, s: spin_pan.SpinRun, k: kvspec_cli.KvspecRun,

@@ -11,18 +11,23 @@ is handed to the next room and the late record lands in it.
 
 The slots use the page id space (``slot_*`` events; this model has no KV pages).
 
-* :class:`SlotFreedOnAbort` — the slot is freed with the abort.
-* :class:`SlotHeldUntilDrained` — the slot is held until the aux write landed (or was
-  never posted), like the pages of ``DrainAck`` in ``abort_release.py``.
+* :class:`SlotFreedOnAbort` — the slot is freed with the abort, and commit takes
+  whatever record is in the slot (before the #22716 mitigation).
+* :class:`SlotRoomChecked` — the engine's mitigation: ``_commit_transfer_to_req``
+  checks that the record's ``bootstrap_room`` is the request's and fails the request
+  closed otherwise (the slot is zeroed on free). The design's own invariant
+  ``commit_reads_own_record`` (S9) now holds, but a late record still lands in the
+  next room's slot, which ``no-slot-reuse-before-drain`` reports: the library watches
+  the slot's lifetime, S9 only the reader.
+* :class:`SlotHeldUntilDrained` — the slot is held until no aux write is in flight,
+  like the pages of ``DrainAck`` in ``abort_release.py``: both hold.
 
-They differ only in ``slot_may_free``. The engine's own mitigation (check
-``bootstrap_room`` in the slot on commit, zero it on free) keeps S9 for the reader
-but still lets a late record land in the next room's slot, which
-``no-slot-reuse-before-drain`` reports (see its documentation).
+Each differs from the previous one in one guard (``record_accepted``,
+``slot_may_free``).
 """
 import enum
 
-from kvspec import Model, Page, Pages, Request, Requests, action, emit, require
+from kvspec import Model, Page, Pages, Request, Requests, action, emit, invariant, require
 
 
 class Phase(enum.Enum):
@@ -40,23 +45,27 @@ class SlotFreedOnAbort(Model):
     phase = requests.var(Phase, init=Phase.NEW)
     holder = pages.var(requests.optional, init=None)   # the slot allocator
     writing = pages.var(requests.optional, init=None)  # aux write in flight into the slot
-    filled = pages.var(bool, init=False)               # the holder's record landed
+    record = pages.var(requests.optional, init=None)   # whose aux record the slot holds
+    foreign = requests.var(bool, init=False)           # committed on another room's record
 
     def slot_may_free(s, r) -> bool:  # type: ignore[no-untyped-def]
         return True
+
+    def record_accepted(s, r, m) -> bool:  # type: ignore[no-untyped-def]
+        """Before the mitigation: any record that arrived is taken."""
+        return s.record[m] is not None
 
     def free_slot(s, r):  # type: ignore[no-untyped-def]
         mine = s.holder == r
         emit.slot_free(r, pages=mine)
         s.holder[mine] = None
-        s.filled[mine] = False
+        s.record[mine] = None
         s.phase[r] = Phase.DONE
 
     @action
     def prealloc(s, r: Request, m: Page):
         require(s.phase[r] == Phase.NEW and s.holder[m] is None)
         s.holder[m] = r
-        s.filled[m] = False
         s.phase[r] = Phase.TRANSFER
         emit.admit(r)
         emit.slot_alloc(r, m)
@@ -65,7 +74,7 @@ class SlotFreedOnAbort(Model):
     def send_aux(s, r: Request, m: Page):
         """Prefill posts the aux record of r's last chunk into the slot it was given."""
         require(s.phase[r] == Phase.TRANSFER and s.holder[m] == r)
-        require(s.writing[m] is None and not s.filled[m])
+        require(s.writing[m] is None and s.record[m] is None)
         s.writing[m] = r
         emit.slot_write(r, m)
 
@@ -74,16 +83,25 @@ class SlotFreedOnAbort(Model):
         w = s.writing[m]
         require(w is not None)
         s.writing[m] = None
-        s.filled[m] = s.holder[m] == w
+        s.record[m] = w
         emit.slot_land(w, m)
 
     @action
     def commit(s, r: Request, m: Page):
-        """_commit_transfer_to_req reads the slot; the request runs and finishes."""
-        require(s.phase[r] == Phase.TRANSFER and s.holder[m] == r and s.filled[m])
-        emit.slot_read(r, m)
-        emit.finish(r)
+        """_commit_transfer_to_req: a record arrived in the slot (poll Success)."""
+        require(s.phase[r] == Phase.TRANSFER and s.holder[m] == r and s.record[m] is not None)
+        if s.record_accepted(r, m):
+            emit.slot_read(r, m)
+            s.foreign[r] = s.record[m] != r
+            emit.finish(r)
+        else:
+            emit.abort(r)            # bootstrap_room mismatch: prepare_abort
         s.free_slot(r)
+
+    @invariant
+    def commit_reads_own_record(s):
+        """S9: a request commits only on the aux record written for its own room."""
+        return not s.foreign.any()
 
     @action
     def abort(s, r: Request):
@@ -98,7 +116,13 @@ class SlotFreedOnAbort(Model):
         s.free_slot(r)
 
 
-class SlotHeldUntilDrained(SlotFreedOnAbort):
+class SlotRoomChecked(SlotFreedOnAbort):
+    def record_accepted(s, r, m) -> bool:  # type: ignore[no-untyped-def]
+        """#22716 mitigation: the record's bootstrap_room must be the request's."""
+        return s.record[m] == r
+
+
+class SlotHeldUntilDrained(SlotRoomChecked):
     def slot_may_free(s, r) -> bool:  # type: ignore[no-untyped-def]
         """No aux write of r is in flight."""
         return not (s.writing == r).any()

@@ -52,17 +52,20 @@ class ReleaseAfterMinOfRanks(Model):
         return (s.owner == r) & (s.rank == k)
 
     @action
-    def prealloc(s, r: Request, p: Page, k: Int(0, 1)):
-        """Rank k's _pre_alloc of its destination page."""
-        require(s.phase[r] == Phase.NEW and s.owner[p] is None)
-        require(s.rank_pages(r, k).count() == 0)
-        s.owner[p] = r
-        s.rank[p] = k
-        s.landed[p] = False
-        emit.alloc(r, p)
-        if (s.owner == r).count() == 2:
-            s.phase[r] = Phase.TRANSFER
-            emit.admit(r)
+    def prealloc(s, r: Request, p0: Page, p1: Page):
+        """_pre_alloc on both ranks: page p0 in rank 0's pool, p1 in rank 1's."""
+        require(s.phase[r] == Phase.NEW and p0 != p1)
+        require(s.owner[p0] is None and s.owner[p1] is None)
+        s.owner[p0] = r
+        s.owner[p1] = r
+        s.rank[p0] = 0
+        s.rank[p1] = 1
+        s.landed[p0] = False
+        s.landed[p1] = False
+        s.phase[r] = Phase.TRANSFER
+        emit.admit(r)
+        emit.alloc(r, p0)
+        emit.alloc(r, p1)
 
     @action
     def send_chunk(s, r: Request, p: Page):
@@ -96,6 +99,8 @@ class ReleaseAfterMinOfRanks(Model):
         require(s.phase[r] == Phase.TRANSFER)
         if s.failed0[r] or s.failed1[r]:
             s.phase[r] = Phase.FAILED
+            s.failed0[r] = False      # the consensus is all that is left of the polls
+            s.failed1[r] = False
             emit.abort(r)
             return
         require(not (s.inflight == r).any() and ((s.owner == r) & ~s.landed).count() == 0)
@@ -109,6 +114,7 @@ class ReleaseAfterMinOfRanks(Model):
         mine = s.rank_pages(r, k)
         emit.free(r, pages=mine)
         s.owner[mine] = None
+        s.rank[mine] = 0
         s.landed[mine] = False
         if not ((s.owner == r) & (s.rank != k)).any():
             s.phase[r] = Phase.DONE
@@ -121,6 +127,7 @@ class ReleaseAfterMinOfRanks(Model):
         emit.decode(r)
         emit.free(r, pages=mine)
         s.owner[mine] = None
+        s.rank[mine] = 0
         s.landed[mine] = False
         emit.finish(r)
         s.phase[r] = Phase.DONE

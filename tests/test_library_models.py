@@ -23,7 +23,7 @@ from kvspec.verdict import Result, Status
 MODELS = Path(__file__).resolve().parent.parent / "models"
 
 #: (file, class) -> the violated properties and their shortest lengths; every other
-#: library property HOLDS (exhaustively)
+#: property (every library property and the model's invariants) HOLDS exhaustively
 EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("sglang_admission.py", "Before36988"): {"no-decode-after-rejection": 9,
                                              "rejection-is-terminal": 2,
@@ -51,9 +51,9 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
                                          "no-reuse-under-write": 10,
                                          "no-land-after-free": 10, "ack-after-drain": 9},
     ("stale_ack.py", "AckKeyedByRoomGeneration"): {},
-    ("tp_ranks.py", "ReleaseAfterMinOfRanks"): {"no-reuse-before-drain": 7,
-                                                "no-reuse-under-write": 7,
-                                                "no-land-after-free": 7},
+    ("tp_ranks.py", "ReleaseAfterMinOfRanks"): {"no-reuse-before-drain": 6,
+                                                "no-reuse-under-write": 6,
+                                                "no-land-after-free": 6},
     ("tp_ranks.py", "ReleaseAfterEveryRankDrained"): {},
     ("nixl_handles.py", "ReleaseOnFirstError"): {"no-read-beyond-written": 13,
                                                  "no-reuse-before-drain": 7,
@@ -62,7 +62,10 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("nixl_handles.py", "ReleaseWhenEveryHandleQuiescent"): {},
     ("source_free.py", "FreeOnExpiry"): {"no-source-reuse-before-read": 3},
     ("source_free.py", "LeaseValidated"): {},
-    ("aux_slot.py", "SlotFreedOnAbort"): {"no-slot-reuse-before-drain": 5},
+    ("aux_slot.py", "SlotFreedOnAbort"): {"no-slot-reuse-before-drain": 5,
+                                          "commit-reads-own-record": 7},
+    # the design's own invariant holds, the library's slot lifetime does not
+    ("aux_slot.py", "SlotRoomChecked"): {"no-slot-reuse-before-drain": 5},
     ("aux_slot.py", "SlotHeldUntilDrained"): {},
 }
 
@@ -95,7 +98,7 @@ def test_verdicts_and_shortest_lengths(key: tuple[str, str], every_property: Non
             got[v.prop] = len(v.trace.steps)
         else:
             assert v.status is Status.HOLDS, (v.prop, v.status, v.detail)
-    assert sorted(v.prop for v in result.verdicts) == sorted(library.ALL)
+    assert set(library.ALL) <= {v.prop for v in result.verdicts}
     assert got == EXPECTED[key]
 
 

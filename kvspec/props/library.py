@@ -97,25 +97,51 @@ LIBRARY: dict[str, PropertyInfo] = {
                        ("read",)),
     NRBD: PropertyInfo(NRBD, "no alloc of a page while another request's write into it is in "
                              "flight; no write lands in a page its writer does not own",
-                       ("alloc", "land_write")),
+                       ("alloc", "land_write"),
+                       doc="The named group of no-reuse-under-write and no-land-after-free: "
+                           "violated iff one of them is, its shortest counterexample the "
+                           "shorter of theirs. Kept with its name and verdicts."),
 }
 
 #: properties a model selects by name (``properties = (...)`` or ``--property``); they
 #: are not part of the default selection, which stays :data:`LIBRARY`
 OPT_IN: dict[str, PropertyInfo] = {
     NRUW: PropertyInfo(NRUW, "no alloc of a page while another request's write into it is in "
-                             "flight", ("post_write", "alloc")),
+                             "flight", ("post_write", "alloc"),
+                       doc="Watches post_write/land_write/drain counts per (page, writer) and "
+                           "alloc. Half of no-reuse-before-drain. A design whose invariant is "
+                           "S3 (no free under a write) fails earlier, at the free; this "
+                           "property fails only when the page is handed out again, so a "
+                           "quarantined page freed late but never reused holds here."),
     NLAF: PropertyInfo(NLAF, "no write lands in a page its writer does not own (freed or handed "
-                             "to another request)", ("land_write",)),
+                             "to another request)", ("land_write",),
+                       doc="Watches alloc/free (the owner) and land_write. Half of "
+                           "no-reuse-before-drain. A drain event counts as the write having "
+                           "stopped: a design that emits drain on a timeout is trusted; "
+                           "emit it only where the engine has proof (DONE, a drain ack)."),
     NSRR: PropertyInfo(NSRR, "no source page is freed or reused while a remote read of it is in "
                              "flight; a remote read is posted only from a source page the "
-                             "reading request owns", ("src_read", "src_free")),
+                             "reading request owns", ("src_read", "src_free"),
+                       doc="Watches src_alloc/src_free (source owner) and src_read/"
+                           "src_read_done counts per (source page, reader). S5 checks the free "
+                           "only; this property also fails a READ posted after the free (V1), "
+                           "one step later than a design invariant on the free would."),
     NSRD: PropertyInfo(NSRD, "no slot is reused while a metadata write into it is in flight; a "
                              "metadata write lands only in a slot its writer owns; a slot is read "
                              "only for the request whose write last landed in it",
-                       ("slot_alloc", "slot_read")),
+                       ("slot_alloc", "slot_read"),
+                       doc="Watches slot_alloc/slot_free, slot_write/slot_land counts and "
+                           "slot_read. S9 (and SGLang's bootstrap_room check on commit) only "
+                           "constrains the read: a design that checks the room and discards "
+                           "a foreign record holds S9 but fails here, at the late slot_land "
+                           "into the next room's slot."),
     AAD: PropertyInfo(AAD, "ack(r) only when no write of r is in flight, and no post_write of r "
-                           "after ack(r) (until retire(r))", ("ack",)),
+                           "after ack(r) (until retire(r))", ("ack",),
+                      doc="Watches ack/retire and the write counts of r. S7 also asks for the "
+                          "current generation; with rooms as request ids and retire ending "
+                          "a generation, a stale ack shows here as writes in flight of the "
+                          "new generation. An ack that only means 'notification received' "
+                          "must not be emitted as ack."),
 }
 
 #: every library property, the default ones first

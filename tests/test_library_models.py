@@ -21,6 +21,7 @@ from kvspec.props import library
 from kvspec.verdict import Result, Status
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
+LIBRARY_MODELS = MODELS / "library"
 
 #: (file, class) -> the violated properties and their shortest lengths; every other
 #: property (every library property and the model's invariants) HOLDS exhaustively
@@ -84,7 +85,7 @@ _RESULTS: dict[tuple[str, str], Result] = {}
 
 def result_of(key: tuple[str, str]) -> Result:
     if key not in _RESULTS:
-        _RESULTS[key] = testing.check(MODELS / key[0], model_class=key[1], sizes=SIZES)
+        _RESULTS[key] = testing.check(LIBRARY_MODELS / key[0], model_class=key[1], sizes=SIZES)
     return _RESULTS[key]
 
 
@@ -127,7 +128,7 @@ def test_a_buggy_variant_differs_from_its_fix_by_one_overridden_method() -> None
     """A variant overrides only guard methods of its base, never an action or state."""
     variants = 0
     for f, c in EXPECTED:
-        loaded = load_model(MODELS / f, c)
+        loaded = load_model(LIBRARY_MODELS / f, c)
         cls = loaded.decl.cls
         if cls.__bases__[0].__name__ == "Model":
             continue

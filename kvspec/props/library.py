@@ -5,11 +5,14 @@ the same for every model that emits the vocabulary of :mod:`kvspec.props.events`
 Its handlers are lowered like action bodies, so every engine (explicit, BMC,
 PDR, Hypothesis, replay) checks exactly the same monitor.
 
-Properties (``docs/modelling.md`` has the long form):
+Properties (``docs/modelling.md`` has the long form). The default selection
+(:data:`LIBRARY`):
 
-* ``no-decode-after-rejection`` — after ``reject(r)`` no ``read``/``decode`` of ``r``.
-* ``rejection-is-terminal`` — after ``reject(r)`` no ``alloc``, ``post_write``,
-  ``read`` or ``decode`` of ``r`` (no handoff, no wasted pages).
+* ``no-decode-after-rejection`` — after ``reject(r)`` no ``read``/``decode`` of ``r``
+  until ``retire(r)`` (the id recycled for a new request).
+* ``rejection-is-terminal`` — after ``reject(r)`` no ``enqueue``, ``alloc``,
+  ``post_write``, ``read`` or ``decode`` of ``r`` until ``retire(r)`` (no handoff, no
+  wasted pages).
 * ``no-read-beyond-written`` — ``read(r, p)`` only if ``p`` is allocated to ``r``,
   the last write that landed in ``p`` since that allocation was ``r``'s, and no
   write into ``p`` is still in flight.
@@ -20,6 +23,8 @@ Properties (``docs/modelling.md`` has the long form):
     request into ``p`` has neither landed nor been drained;
   * ``no-land-after-free`` — a write never lands in a page its writer does not own
     (freed, or handed to another request).
+
+Selected by name only (:data:`OPT_IN`; :data:`ALL` is both): the two halves above, and
 
 * ``no-source-reuse-before-read`` — source pages (``src_*`` events).
 * ``no-slot-reuse-before-drain`` — metadata/aux slots (``slot_*`` events).
@@ -40,7 +45,9 @@ counted" and stays there: such a page is treated as having a write in flight fro
 then on. That over-approximates (it can only add violations, never hide one), so
 a HOLDS or PROVED verdict is exact for any number of posts; a counterexample that
 passes through a saturated count is not trusted — the run is repeated with a larger
-bound (:mod:`kvspec.engines.refine`) until the counterexample is exact.
+bound (:mod:`kvspec.engines.refine`) until the counterexample is exact. The source
+reads and slot writes are counted the same way (:data:`COUNTED_VARS`; the properties
+reading a count are :data:`COUNTING`).
 
 Each property has its own monitor variables (``NEEDS``): only those of the selected
 properties are considered, and of those only the ones an event the model emits can

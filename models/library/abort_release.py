@@ -28,6 +28,12 @@ L2256). Prefill's ``bootstrap_thread`` (L1993) handles the ``ABORT``; its
 
 Each differs from the next only in one guard: ``releases_at_abort``,
 ``ack_needs_drain``, ``ack_closes_room``, ``releases_at_deadline``.
+
+Expected at requests=2, pages=4 (every other library property HOLDS; the two halves
+of no-reuse-before-drain, no-reuse-under-write and no-land-after-free, have its length):
+ImmediateRelease — no-reuse-before-drain VIOLATED (4 steps); AckOnReceipt and
+AckWithoutClosingRoom — no-reuse-before-drain (7), ack-after-drain (6); DrainAck — all
+HOLD; TimeoutRelease — no-reuse-before-drain (5); Quarantine — all HOLD.
 """
 import enum
 

@@ -24,6 +24,11 @@ The slots use the page id space (``slot_*`` events; this model has no KV pages).
 
 Each differs from the previous one in one guard (``record_accepted``,
 ``slot_may_free``).
+
+Expected at requests=2, pages=4 (every other library property HOLDS):
+SlotFreedOnAbort — no-slot-reuse-before-drain VIOLATED (5 steps),
+commit-reads-own-record (7); SlotRoomChecked — no-slot-reuse-before-drain (5),
+commit-reads-own-record HOLDS; SlotHeldUntilDrained — all HOLD.
 """
 import enum
 

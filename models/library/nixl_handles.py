@@ -20,6 +20,11 @@ one-to-one to pages.
   or ``ERR`` with ``releaseXferReq`` returned (no handle still ``PROC``).
 
 They differ only in ``may_release``.
+
+Expected at requests=2, pages=4 (every other library property HOLDS):
+ReleaseOnFirstError — no-reuse-before-drain and both halves VIOLATED (7 steps),
+no-read-beyond-written (13: the sibling's late write lands in the next request's page,
+which reads it); ReleaseWhenEveryHandleQuiescent — all HOLD.
 """
 import enum
 

@@ -25,9 +25,10 @@ The three differ only in two guards: ``send_last_chunk_of_aborted`` (is the stub
 last chunk sent) and ``enqueues_rejected`` (does a rejected request enter the
 queues).
 
-Expected (requests=2, pages=4): Before36988 — no-decode-after-rejection VIOLATED (9),
-rejection-is-terminal VIOLATED (2), no-read-beyond-written VIOLATED (9);
-After36988 — rejection-is-terminal VIOLATED (2), the rest HOLD; After38935 — all HOLD.
+Expected at requests=2, pages=4 (every other library property, opt-in ones too, HOLDS):
+Before36988 — no-decode-after-rejection VIOLATED (9 steps), rejection-is-terminal (2:
+``enqueue`` right after ``reject``), no-read-beyond-written (9); After36988 —
+rejection-is-terminal (2); After38935 — all HOLD.
 """
 import enum
 

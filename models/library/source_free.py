@@ -23,6 +23,11 @@ reduced to the READ (its own pages are the subject of the other models).
   READ of b is posted").
 
 They differ only in ``lease_validated``.
+
+Expected at requests=2, pages=4 (every other library property HOLDS): FreeOnExpiry —
+no-source-reuse-before-read VIOLATED (3 steps: prefill, READ posted, expiry frees);
+LeaseValidated — all HOLD. The four default properties hold for both: select
+``no-source-reuse-before-read`` to see the bug.
 """
 import enum
 

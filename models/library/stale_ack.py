@@ -21,6 +21,10 @@ with an ABA ack after two reuses, which is the model's artefact, not the design'
   current one is dropped.
 
 They differ only in ``ack_is_current``.
+
+Expected at requests=2, pages=4 (every other library property HOLDS): AckKeyedByRoom —
+ack-after-drain VIOLATED (9 steps), no-reuse-before-drain and both halves (10);
+AckKeyedByRoomGeneration — all HOLD.
 """
 import enum
 

@@ -18,6 +18,10 @@ state is one variable per rank (``failed0``, ``failed1``): see
   are quiescent (every rank drained).
 
 They differ only in ``rank_may_release``.
+
+Expected at requests=2, pages=4 (every other library property HOLDS):
+ReleaseAfterMinOfRanks — no-reuse-before-drain and both halves VIOLATED (6 steps);
+ReleaseAfterEveryRankDrained — all HOLD.
 """
 import enum
 

@@ -13,8 +13,8 @@ decode allocated, and decode reads the rest, stale (#30233, #34208).
   against the preallocated decode length"): commit only when every preallocated page
   received its write; otherwise the request fails closed (pages freed, nothing read).
 
-They differ only in ``covered``. Expected (requests=2, pages=4):
-SuccessWithoutCoverage — no-read-beyond-written VIOLATED (8), the rest HOLD;
+They differ only in ``covered``. Expected at requests=2, pages=4 (every other library
+property HOLDS): SuccessWithoutCoverage — no-read-beyond-written VIOLATED (7 steps);
 CoverageCheck — all HOLD.
 """
 import enum

@@ -1,8 +1,10 @@
 """The library designs under other engines: symmetry reduction changes no verdict and
-no shortest length, and bounded model checking finds counterexamples of exactly the
-explicit engine's lengths (every library property selected)."""
+no shortest length, bounded model checking finds counterexamples of exactly the
+explicit engine's lengths (every library property selected), and the fixed designs'
+PDR certificates re-check."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterator
 from unittest import mock
 
@@ -13,6 +15,7 @@ from kvspec.engines.bmc import run_bmc
 from kvspec.engines.explicit import explore
 from kvspec.lang.loader import load_model
 from kvspec.lang.system import System, compile_model
+from kvspec.proofs.certificate import check_certificate
 from kvspec.props import library
 
 #: the unreduced search at requests=2, pages=4 is large for these; pages=3 still has
@@ -63,3 +66,17 @@ def test_bmc_finds_the_same_shortest_counterexamples(key: tuple[str, str],
     out = run_bmc(system(key, {}), depth=max(expected.values()), timeout=300)
     got = {v.prop: len(v.trace) for v in out.verdicts if v.trace is not None}
     assert got == expected
+
+
+PROOFS = LIBRARY_MODELS / "proofs"
+
+
+@pytest.mark.parametrize("cert", sorted(PROOFS.glob("*.json")), ids=lambda p: p.name.split(",")[0])
+def test_the_fixed_designs_certificates_check(cert: Path) -> None:
+    """The stored PDR certificates of the fixed designs (default properties and the
+    model's invariants) re-check against the models as they are."""
+    file, cls = cert.name.split(".")[:2]
+    result = check_certificate(cert, compile_model(load_model(LIBRARY_MODELS / f"{file}.py",
+                                                              cls), {}))
+    assert result.ok, result.problems
+    assert set(library.LIBRARY) <= set(result.checked_properties)

@@ -6,6 +6,7 @@ step, is checked with the explicit engine; each property must fail exactly at th
 event its sentence forbids (the shortest counterexample is that prefix), or hold."""
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Iterator
 from unittest import mock
@@ -145,16 +146,81 @@ def verdicts(path: Path) -> dict[str, int | None]:
     return got
 
 
-EVENTS = st.tuples(st.sampled_from(KINDS), st.integers(0, R - 1), st.integers(0, P - 1))
+#: per pool: (allocate, free, post, complete, use) event kinds
+POOLS = {"decode": ("alloc", "free", "post_write", "land_write", "read"),
+         "source": ("src_alloc", "src_free", "src_read", "src_read_done", None),
+         "slot": ("slot_alloc", "slot_free", "slot_write", "slot_land", "slot_read")}
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(script=st.lists(EVENTS, min_size=1, max_size=9))
-def test_monitors_fail_at_the_first_forbidden_event(script: Script, tmp_path: Path,
-                                                    every_property: None) -> None:
+@st.composite
+def engine_like(draw: st.DrawFn, pool: str) -> Script:
+    """A script an engine could emit: pages are allocated before use and freed by their
+    owner, writes complete only after they were posted — but frees, reuses and
+    completions interleave freely (where the properties bite), with acks, retires and
+    rejections mixed in, and now and then an event with no precondition at all."""
+    alloc, free, post, done, use = POOLS[pool]
+    owner: list[int | None] = [None] * P
+    last: list[int] = [0] * P          # the page's previous owner
+    posted: list[tuple[int, int]] = []
+    script: Script = []
+    for _ in range(draw(st.integers(1, 7))):
+        # mostly page 0: the interleavings that matter are on one page
+        r, p = draw(st.integers(0, R - 1)), 1 if draw(st.integers(0, 3)) == 0 else 0
+        options = [("any", None)] if draw(st.integers(0, 9)) == 0 else []
+        if owner[p] is None:
+            options.append(("alloc", alloc))
+        if owner[p] is not None:
+            options += [("free", free), ("post", post)] + ([("use", use)] if use else [])
+        if posted:
+            options.append(("done", done))
+        if pool == "decode":
+            options += [("ack", "ack"), ("retire", "retire")]
+        what, kind = draw(st.sampled_from(options))
+        if what == "any":
+            kind = draw(st.sampled_from(KINDS))
+        elif what == "alloc":
+            if draw(st.integers(0, 2)) > 0:     # mostly a reuse by another request
+                r = (last[p] + 1) % R
+            owner[p] = last[p] = r
+        elif what in ("free", "post", "use"):
+            r = owner[p]
+            if what == "free":
+                owner[p] = None
+            elif what == "post":
+                posted.append((r, p))
+        elif what == "done":
+            r, p = posted.pop(draw(st.integers(0, len(posted) - 1)))
+        assert kind is not None and r is not None
+        script.append((kind, r, p))
+    return script
+
+
+SCRIPTS_ANY = st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, R - 1),
+                                 st.integers(0, P - 1)), min_size=1, max_size=9)
+
+
+def check_script(script: Script, tmp_path: Path) -> None:
     path = tmp_path / "script.py"
     path.write_text(script_model(script))
     assert verdicts(path) == reference(script), script
+
+
+@pytest.mark.parametrize("pool", sorted(POOLS))
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_monitors_fail_at_the_first_forbidden_event(pool: str, data: st.DataObject,
+                                                    tmp_path: Path,
+                                                    every_property: None) -> None:
+    check_script(data.draw(engine_like(pool)), tmp_path)
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=SCRIPTS_ANY)
+def test_monitors_on_arbitrary_event_scripts(script: Script, tmp_path: Path,
+                                             every_property: None) -> None:
+    check_script(script, tmp_path)
 
 
 SCRIPTS: dict[str, Script] = {
@@ -190,3 +256,54 @@ def test_halves_fail_where_the_group_does(tmp_path: Path, every_property: None) 
     path.write_text(script_model(SCRIPTS["reuse-then-land"]))
     got = verdicts(path)
     assert got[library.NRUW] == 4 and got[library.NLAF] == 5 and got[library.NRBD] == 4
+
+
+#: pool -> the event kinds of a model that may emit any of them at any time
+FREE_POOLS = {"decode": ["alloc", "free", "post_write", "land_write", "drain", "ack", "retire"],
+              "source": ["src_alloc", "src_free", "src_read", "src_read_done"],
+              "slot": ["slot_alloc", "slot_free", "slot_write", "slot_land", "slot_read"]}
+#: pool -> the properties it can violate
+FREE_PROPS = {"decode": [library.NRUW, library.NLAF, library.AAD, library.NRBD],
+              "source": [library.NSRR], "slot": [library.NSRD]}
+
+
+def free_model(kinds: list[str]) -> str:
+    lines = ["from kvspec import Model, Page, Pages, Request, Requests, action, emit, var", "",
+             "", "class Free(Model):", "    requests = Requests(2)", "    pages = Pages(1)",
+             "    tick = var(bool, init=False)"]
+    for kind in kinds:
+        args, call = ("r: Request, p: Page", "r, p") if EVENT_KINDS[kind] else ("r: Request",
+                                                                              "r")
+        lines += ["", "    @action", f"    def {kind}_(s, {args}):",
+                  "        s.tick = not s.tick", f"        emit.{kind}({call})"]
+    return "\n".join(lines) + "\n"
+
+
+def shortest_by_reference(kinds: list[str], prop: str, bound: int) -> int | None:
+    """Every event script on one page up to ``bound`` events, read by the reference: the
+    length of the shortest that violates ``prop``."""
+    letters = [(k, r, 0) for k in kinds for r in range(R)]
+    for n in range(1, bound + 1):
+        if any(reference(list(script))[prop] == n
+               for script in itertools.product(letters, repeat=n)):
+            return n
+    return None
+
+
+@pytest.mark.parametrize("pool", sorted(FREE_POOLS))
+def test_every_counterexample_is_a_real_violation(pool: str, tmp_path: Path,
+                                                  every_property: None) -> None:
+    """A model that may emit any event of a pool at any time: each property of the pool
+    is violated, and the engine's counterexample, read by the reference, violates it
+    at its last event and not before."""
+    path = tmp_path / "free.py"
+    path.write_text(free_model(FREE_POOLS[pool]))
+    system = compile_model(load_model(path), {}, FREE_PROPS[pool])
+    out = explore(system)
+    for v in out.verdicts:
+        assert v.status is Status.VIOLATED and v.trace is not None, v.prop
+        script = [(e.kind, e.request, e.page if e.page is not None else 0)
+                  for step in v.trace.steps for e in step.events]
+        first = reference(script)
+        assert first[v.prop] == len(script), (v.prop, script, first)
+        assert len(v.trace.steps) == shortest_by_reference(FREE_POOLS[pool], v.prop, 4)

@@ -21,6 +21,23 @@ EVENT_KINDS: dict[str, bool] = {
     "abort": False,
     "timeout": False,
     "finish": False,
+    # queues, ids, messages and deadlines
+    "enqueue": False,
+    "retire": False,
+    "ack": False,
+    "abort_msg": False,
+    "deadline": False,
+    # source-side pages (read by a remote transfer); ids of the page id space
+    "src_alloc": True,
+    "src_read": True,
+    "src_read_done": True,
+    "src_free": True,
+    # metadata/aux slots; ids of the page id space
+    "slot_alloc": True,
+    "slot_write": True,
+    "slot_land": True,
+    "slot_read": True,
+    "slot_free": True,
 }
 
 EVENT_HELP: dict[str, str] = {
@@ -36,6 +53,31 @@ EVENT_HELP: dict[str, str] = {
     "abort": "the request was aborted",
     "timeout": "a timer of the request fired",
     "finish": "the request finished and was answered",
+    "enqueue": "the request entered a queue or was handed off (bootstrap, prealloc, transfer, "
+               "waiting queue)",
+    "retire": "the request id was retired: its next use is a new request (a recycled slot, "
+              "room or generation)",
+    "ack": "the peer acknowledged that the request's transfer work has stopped (a drain ack, "
+           "as the receiver counts it)",
+    "abort_msg": "an abort notification for the request was sent to the peer",
+    "deadline": "a deadline of the request passed (hold deadline, lease expiry, waiting "
+                "timeout)",
+    "src_alloc": "a page of the source (prefill) pool was handed to the request",
+    "src_read": "a remote transfer of the request's KV reading the source page was posted",
+    "src_read_done": "a posted remote read of the source page completed (or was proven "
+                     "quiescent)",
+    "src_free": "the source page was returned to its allocator",
+    "slot_alloc": "a metadata/aux slot was handed to the request",
+    "slot_write": "a write of the request's metadata into the slot was posted (in flight)",
+    "slot_land": "a posted metadata write of the request landed in the slot",
+    "slot_read": "the receiver read the slot's metadata for the request",
+    "slot_free": "the slot was returned to its allocator",
+}
+
+#: the noun an event's page id stands for (default: a page of the decode pool)
+EVENT_NOUN: dict[str, str] = {
+    **{k: "source page" for k in ("src_alloc", "src_read", "src_read_done", "src_free")},
+    **{k: "slot" for k in ("slot_alloc", "slot_write", "slot_land", "slot_read", "slot_free")},
 }
 
 
@@ -49,7 +91,7 @@ class Event(NamedTuple):
     def text(self) -> str:
         if self.page is None:
             return f"{self.kind}(r{self.request})"
-        return f"{self.kind}(r{self.request}, page {self.page})"
+        return f"{self.kind}(r{self.request}, {EVENT_NOUN.get(self.kind, 'page')} {self.page})"
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "request": f"r{self.request}", "page": self.page}

@@ -36,7 +36,7 @@ from kvspec.lang.symvalues import domain_constraint
 from kvspec.lang.system import ActionInstance, System
 from kvspec.lang.types import PAGE, REQUEST
 from kvspec.props.events import Event
-from kvspec.props.library import LIBRARY
+from kvspec.props.library import ALL as LIBRARY_ALL
 
 __all__ = ["Coverage", "CoverageRecorder", "DEFAULT_MAX_STATES", "RUNNER_MAX_STATES",
            "VACUITY_RLIMIT", "coverage_of", "vacuous_invariants"]
@@ -128,7 +128,7 @@ class CoverageRecorder:
         events = dict(sorted(self.events.items()))
         unseen = {}
         for p in system.properties:
-            info = LIBRARY.get(p.name)
+            info = LIBRARY_ALL.get(p.name)
             if p.kind == "monitor" and info is not None:
                 missing = [k for k in info.events if not events.get(k)]
                 if missing:

@@ -21,19 +21,23 @@ from kvspec.verdict import Result, Status, Verdict
 __all__ = ["inexact", "run_exact", "saturates"]
 
 #: the properties whose checks read the in-flight counts
-COUNTING = (library.NRBW, library.NRBD)
+COUNTING = library.COUNTING
 
 
 def saturates(trace: Trace) -> bool:
-    """Whether some state of the trace has a saturated in-flight count."""
+    """Whether some state of the trace has a saturated count (in-flight writes, remote
+    reads or slot writes: every counted monitor variable that the run stores)."""
     system = trace.system
-    info = system.schema.by_name.get("page_inflight_by")
-    if info is None:
-        return False
     top = system.inflight_bound + 1
     states = [trace.initial] + [step.state for step in trace.steps]
-    lo, hi = info.offset, info.offset + info.length
-    return any(top in state[lo:hi] for state in states)
+    for name in library.COUNTED_VARS:
+        info = system.schema.by_name.get(name)
+        if info is None:
+            continue
+        lo, hi = info.offset, info.offset + info.length
+        if any(top in state[lo:hi] for state in states):
+            return True
+    return False
 
 
 def inexact(result: Result) -> list[str]:

@@ -249,14 +249,14 @@ def compile_for(config: GateConfig, model: ModelConfig) -> Compiled:
     property or action the model does not have is a :class:`ConfigError`."""
     from kvspec.lang.loader import load_model
     from kvspec.lang.system import compile_model
-    from kvspec.props.library import LIBRARY
+    from kvspec.props.library import ALL
 
     from kvspec.liveness.obligations import DEADLOCK, LIVENESS
 
     loaded = load_model(model.file, model.model_class)
     invariants = [fn.__name__.replace("_", "-") for fn in loaded.decl.invariants]
     live_names = list(LIVENESS) + [DEADLOCK] + _temporal_names(loaded)
-    available = list(LIBRARY) + invariants + live_names
+    available = list(ALL) + invariants + live_names
     for name in model.liveness:
         if name not in live_names:
             hint = did_you_mean(name, live_names)

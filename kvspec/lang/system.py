@@ -366,11 +366,11 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
     # properties
     invariants = {fn.__name__.replace("_", "-"): fn for fn in decl.invariants}
     for name, fn in invariants.items():
-        if name in library.LIBRARY:
+        if name in library.ALL:
             body = parse_body(fn)
             raise ModelError(f"invariant {fn.__name__} has the name of the library property "
                              f"{name!r}; rename it", body.file, body.tree.lineno)
-    available = list(library.LIBRARY) + list(invariants)
+    available = list(library.ALL) + list(invariants)
     wanted = list(properties) if properties is not None \
         else list(decl.properties or library.LIBRARY)
     if properties is None:
@@ -378,12 +378,12 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
     for name in wanted:
         if name not in available:
             raise UsageError(f"unknown property {name!r} (available: {', '.join(available)})")
-        if counts[PAGE] == 0 and name in (library.NRBW, library.NRBD) and properties:
+        if counts[PAGE] == 0 and name in library.PAGE_PROPERTIES and properties:
             raise UsageError(f"property {name!r} watches pages, but {decl.name} declares no "
                              "pages = Pages(n)")
-    selected = [n for n in wanted if n in library.LIBRARY
-                and not (counts[PAGE] == 0 and n in (library.NRBW, library.NRBD))]
-    scope = Scope(schema, decl.cls, dict(EVENT_KINDS), set(library.LIBRARY))
+    selected = [n for n in wanted if n in library.ALL
+                and not (counts[PAGE] == 0 and n in library.PAGE_PROPERTIES)]
+    scope = Scope(schema, decl.cls, dict(EVENT_KINDS), set(library.ALL))
     scope.handler_names[library.SATURATED] = inflight_bound + 1
     state_t = ir.StateT()
 
@@ -420,12 +420,12 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
                                                 "constant"), values[0])
     props: list[Property] = []
     for name in wanted:
-        if name in library.LIBRARY:
+        if name in library.ALL:
             if name not in selected:
                 continue
             info = schema.add(f"violated:{name}", SCALAR, BoolType(), "flag")
             initial.append(False)
-            props.append(Property(name, "monitor", library.LIBRARY[name].summary,
+            props.append(Property(name, "monitor", library.ALL[name].summary,
                                   flag=info.offset))
         else:
             fn = invariants[name]

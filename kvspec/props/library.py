@@ -205,6 +205,10 @@ NEEDS: dict[str, tuple[str, ...]] = {
     AAD: ("ack_received", "page_inflight_by"),
 }
 
+#: the properties that watch pages (a model without ``pages = Pages(n)`` cannot have them)
+PAGE_PROPERTIES = tuple(p for p, needs in NEEDS.items()
+                        if any(MONITOR_VARS[v].dim != REQUEST for v in needs))
+
 #: the properties whose checks read a counted variable (a counterexample through a
 #: saturated count is re-decided at a larger bound)
 COUNTING = tuple(p for p, needs in NEEDS.items() if any(v in COUNTED_VARS for v in needs))

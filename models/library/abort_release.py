@@ -49,6 +49,11 @@ class Phase(enum.Enum):
 
 
 class ImmediateRelease(Model):
+    #: the library properties whose events this design emits (the others hold vacuously)
+    properties = (
+        "no-read-beyond-written", "no-reuse-before-drain", "no-reuse-under-write",
+        "no-land-after-free", "ack-after-drain",
+    )
     requests = Requests(2)
     pages = Pages(4)
 

@@ -44,6 +44,10 @@ class Phase(enum.Enum):
 
 
 class SlotFreedOnAbort(Model):
+    #: the library properties whose events this design emits (the others hold vacuously)
+    properties = (
+        "no-slot-reuse-before-drain",
+    )
     requests = Requests(2)
     pages = Pages(4)             # metadata slots
 

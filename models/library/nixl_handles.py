@@ -47,6 +47,11 @@ class Handle(enum.Enum):
 
 
 class ReleaseOnFirstError(Model):
+    #: the library properties whose events this design emits (the others hold vacuously)
+    properties = (
+        "no-read-beyond-written", "no-reuse-before-drain", "no-reuse-under-write",
+        "no-land-after-free",
+    )
     requests = Requests(2)
     pages = Pages(4)
 

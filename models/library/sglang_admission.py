@@ -45,6 +45,11 @@ class Phase(enum.Enum):
 
 
 class Before36988(Model):
+    #: the library properties whose events this design emits (the others hold vacuously)
+    properties = (
+        "no-decode-after-rejection", "rejection-is-terminal", "no-read-beyond-written",
+        "no-reuse-before-drain", "no-reuse-under-write", "no-land-after-free",
+    )
     requests = Requests(2)
     pages = Pages(4)
     prefill_capacity = Size(2)   # max_total_num_tokens, in pages

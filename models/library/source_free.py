@@ -47,6 +47,10 @@ class Decode(enum.Enum):
 
 
 class FreeOnExpiry(Model):
+    #: the library properties whose events this design emits (the others hold vacuously)
+    properties = (
+        "no-source-reuse-before-read",
+    )
     requests = Requests(2)
     pages = Pages(4)             # prefill (source) blocks
 

@@ -40,6 +40,11 @@ class Phase(enum.Enum):
 
 
 class AckKeyedByRoom(Model):
+    #: the library properties whose events this design emits (the others hold vacuously)
+    properties = (
+        "no-read-beyond-written", "no-reuse-before-drain", "no-reuse-under-write",
+        "no-land-after-free", "ack-after-drain",
+    )
     requests = Requests(2)       # rooms
     pages = Pages(4)
     max_gen = Size(1)            # a room is used max_gen + 1 times

@@ -31,6 +31,11 @@ class Phase(enum.Enum):
 
 
 class SuccessWithoutCoverage(Model):
+    #: the library properties whose events this design emits (the others hold vacuously)
+    properties = (
+        "no-read-beyond-written", "no-reuse-before-drain", "no-reuse-under-write",
+        "no-land-after-free",
+    )
     requests = Requests(2)
     pages = Pages(4)
     prefill_capacity = Size(1)   # pages the prefill side holds for one request

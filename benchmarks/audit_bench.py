@@ -22,7 +22,6 @@ from kvspec.audit.run import audit_file
 from kvspec.audit.simulate import SimConfig, simulate
 from kvspec.lang.loader import load_model
 from kvspec.lang.system import compile_model
-from kvspec.props.library import NDAR
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS_PER_REQUEST = 6.97  # of the fixed policy with the default rates (measured)
@@ -53,7 +52,7 @@ def main() -> int:
     system = None
     if not args.no_conformance:
         system = compile_model(load_model(ROOT / "models" / "patched.py"),
-                               {"requests": 12, "pages": 32}, [NDAR])
+                               {"requests": 12, "pages": 32}, [])
     marks: list[tuple[int, float]] = []
     quarter = [args.events // 4]
 

@@ -69,13 +69,12 @@ def cmd_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 def _audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from kvspec.lang.loader import load_model, parse_sizes
     from kvspec.lang.system import compile_model
-    from kvspec.props.library import NDAR
 
     junit = output_file(args.junit, "--junit")
     mapping = load_mapping(args.mapping)
     loaded = load_model(args.model, getattr(args, "model_class", None))
-    # the model's own variables are what conformance needs: the smallest monitor will do
-    system = compile_model(loaded, parse_sizes(args.size), [NDAR])
+    # the model's own variables are what conformance needs: no property monitor
+    system = compile_model(loaded, parse_sizes(args.size), [])
     progress = Progress(err, enabled=not args.json)
     try:
         result = audit_file(args.log, mapping, system=None if args.no_conformance else system,

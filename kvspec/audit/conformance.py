@@ -169,7 +169,9 @@ class Conformance:
         self.reset = [(i, system.initial[i]) for v in system.schema.vars if v.owner != "model"
                       for i in range(v.offset, v.offset + v.length)]
         self.model_vars = [v for v in system.schema.vars if v.owner == "model"]
-        self.configs: set[Config] = {(self._canon(system.initial), ())}
+        # distinct configurations (a list: hashing a state tuple is what costs, so it is
+        # done only when there are several to tell apart)
+        self.configs: list[Config] = [(self._canon(system.initial), ())]
         self.req_of: dict[str, int] = {}
         self.req_name: dict[int, str] = {}
         self.page_of: dict[PageKey, int] = {}
@@ -299,11 +301,14 @@ class Conformance:
         return out
 
     def _closure(self, state: State, r: int | None, extra_q: int | None) -> list[State]:
+        """``state`` and the states silent steps (of ``r``; None: of any request) reach
+        from it within ``closure_depth`` steps, each once."""
         groups = self._silent_groups(r, extra_q)
         if not groups:
             return [state]
-        seen = {state}
-        frontier = [state]
+        out = [state]
+        seen: set[State] | None = None  # built at the first silent step that fires
+        frontier = out
         unlogged = self.unlogged
         reset = self.reset
         for _ in range(self.closure_depth):
@@ -317,28 +322,31 @@ class Conformance:
                         except Exception:  # noqa: BLE001 - the step itself reports it
                             pass
                     for fn, args, declared, _inst, _r, _q in calls:
-                        out = fn(s, *args)
-                        if out is None:
+                        step = fn(s, *args)
+                        if step is None:
                             continue
                         if not declared:
                             logged = False
-                            for e in out[1]:
+                            for e in step[1]:
                                 if e[0] not in unlogged:
                                     logged = True
                                     break
                             if logged:
                                 continue
-                        w = out[0]
+                        w = step[0]
                         for i, v in reset:
                             w[i] = v
                         t = tuple(w)
+                        if seen is None:
+                            seen = {state}
                         if t not in seen:
                             seen.add(t)
                             nxt.append(t)
             if not nxt:
                 break
+            out.extend(nxt)
             frontier = nxt
-        return list(seen)
+        return out
 
     def _silent_groups(self, r: int | None, extra_q: int | None
                        ) -> list[tuple[Any, tuple[Any, ...], list[_Call]]]:
@@ -472,15 +480,15 @@ class Conformance:
         if k is None:
             self.candidates.discard(live)
             return True
-        new: set[Config] = set()
+        new: list[Config] = []
         for s, pend in self.configs:
             if pend:
                 return False
             dormant = [t for t in self._closure(s, k, None) if self._dormant(t, k)]
             if not dormant:
                 return False
-            new.update((self._reset_slot(t, k), ()) for t in dormant)
-        self.configs = new
+            new.extend((self._reset_slot(t, k), ()) for t in dormant)
+        self.configs = _distinct(new)
         self.retired[live] = self.line
         if len(self.retired) > 1024:
             self.retired.popitem(last=False)
@@ -520,8 +528,8 @@ class Conformance:
             self._try_retire(ev.request)
         return None
 
-    def _advance(self, e: Event, r: int, q: int | None, local: bool) -> set[Config]:
-        new: set[Config] = set()
+    def _advance(self, e: Event, r: int, q: int | None, local: bool) -> list[Config]:
+        new: list[Config] = []
         calls = [c for c in self._candidate_calls(e.kind, r, q)
                  if not (c[4] or c[5]) or self._runnable(c[4], c[5])]
         unlogged = self.unlogged
@@ -530,7 +538,7 @@ class Conformance:
             if pend:
                 rest = _consume(pend, e)
                 if rest is not None:
-                    new.add((s, rest))
+                    new.append((s, rest))
                 continue
             if not calls:
                 continue
@@ -547,8 +555,8 @@ class Conformance:
                         w = out[0]
                         for i, v in reset:
                             w[i] = v
-                        new.add((tuple(w), rest))
-        return new
+                        new.append((tuple(w), rest))
+        return _distinct(new)
 
     def finish(self) -> Nonconformance | None:
         """At the end of the log: some configuration must owe no event."""
@@ -634,6 +642,13 @@ class Conformance:
                 enabled.append(f"{self._label(inst)} -> {shown}")
             report.enabled.append(enabled or ["(nothing enabled)"])
         return report
+
+
+def _distinct(configs: list[Config]) -> list[Config]:
+    """``configs`` without repeats, in order (nothing is hashed for one)."""
+    if len(configs) < 2:
+        return configs
+    return list(dict.fromkeys(configs))
 
 
 def _consume(pending: tuple[Event, ...], e: Event) -> tuple[Event, ...] | None:

@@ -24,7 +24,7 @@ from kvspec.audit.logformat import (
 )
 from kvspec.audit.mapping import Mapping
 from kvspec.audit.properties import AuditLimit, PropertyAudit
-from kvspec.audit.rejected import RejectedIds
+from kvspec.audit.rejected import EXACT_IDS, RejectedIds
 from kvspec.lang.system import System
 from kvspec.props import library
 from kvspec.verdict import EXIT_HOLDS, EXIT_UNKNOWN, EXIT_VIOLATED
@@ -140,8 +140,12 @@ def peak_memory_mb() -> float:
 def audit_stream(stream: IO[str], log_name: str, mapping: Mapping, *,
                  system: System | None = None, model_file: str | None = None,
                  properties: list[str] | None = None, progress: ProgressFn | None = None,
-                 closure_depth: int = 4, max_configs: int = 10_000) -> AuditResult:
-    """Audit the log read from ``stream`` (named ``log_name`` in messages)."""
+                 closure_depth: int = 4, max_configs: int = 10_000,
+                 exact_rejected: int = EXACT_IDS) -> AuditResult:
+    """Audit the log read from ``stream`` (named ``log_name`` in messages).
+
+    ``exact_rejected``: retired rejected request ids kept exactly (older ones go into
+    the Bloom filter; :mod:`kvspec.audit.rejected`)."""
     props = list(properties) if properties else list(library.LIBRARY)
     for p in props:
         if p not in library.LIBRARY:
@@ -149,7 +153,7 @@ def audit_stream(stream: IO[str], log_name: str, mapping: Mapping, *,
                                   f"{', '.join(library.LIBRARY)})")
     result = AuditResult(log_name, model_file, system.name if system else None, mapping.file,
                          props)
-    rejected = RejectedIds()
+    rejected = RejectedIds(exact_rejected)
     monitor = PropertyAudit(props, rejected=rejected)
     accept = Acceptance(rejected)
     conf = Conformance(system, mapping, closure_depth=closure_depth,

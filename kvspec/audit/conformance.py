@@ -185,6 +185,7 @@ class Conformance:
         # the hot path calls the compiled step functions directly (see _call_list)
         self._calls: dict[tuple[str, int, int], list[_Call]] = {}
         self._by_kind: dict[str, list[ActionInstance]] | None = None
+        self._needs_mapping: dict[tuple[str, int, int], bool] = {}
         self._group_cache: dict[tuple[int | None, int | None], tuple[list[Any], bool]] = {}
         self._ref_vars = [(v.offset, v.length, v.dim == REQUEST) for v in self.model_vars
                           if isinstance(v.type, RefType) and v.type.ref_dim == REQUEST]
@@ -248,6 +249,7 @@ class Conformance:
         out = self._calls.get(key)
         if out is None:
             out = self._calls[key] = self._call_list(self._candidates(kind, r, q), r, q)
+            self._needs_mapping[key] = any(c[4] or c[5] for c in out)
         return out
 
     # -- instances ---------------------------------------------------------------------------
@@ -530,8 +532,9 @@ class Conformance:
 
     def _advance(self, e: Event, r: int, q: int | None, local: bool) -> list[Config]:
         new: list[Config] = []
-        calls = [c for c in self._candidate_calls(e.kind, r, q)
-                 if not (c[4] or c[5]) or self._runnable(c[4], c[5])]
+        calls = self._candidate_calls(e.kind, r, q)
+        if calls and self._needs_mapping[(e.kind, r, -1 if q is None else q)]:
+            calls = [c for c in calls if not (c[4] or c[5]) or self._runnable(c[4], c[5])]
         unlogged = self.unlogged
         reset = self.reset
         for s, pend in self.configs:
@@ -547,7 +550,8 @@ class Conformance:
                     out = fn(t, *args)
                     if out is None or declared:
                         continue
-                    logged = tuple(x for x in out[1] if x[0] not in unlogged)
+                    logged = tuple(x for x in out[1] if x[0] not in unlogged) if unlogged \
+                        else tuple(out[1])
                     if not logged:
                         continue
                     rest = _consume(logged, e)

@@ -183,6 +183,25 @@ def test_free_on_abort_log_does_not_conform_to_the_patched_model(tmp_path: Path)
     assert any("phase[" in v and "HELD" in v for s in first["states"] for v in s["state"])
 
 
+def test_free_on_timeout_log_does_not_conform_to_the_quarantine_model(tmp_path: Path) -> None:
+    """No client aborts: the pages freed with writes in flight are freed because the
+    transfer timed out — which patched.py (the quarantine design: a timeout only warns)
+    cannot do."""
+    log = write_log(tmp_path / "fot.jsonl", "free_before_drain", 300, seed=5, abort_rate=0.0,
+                    lost_write_rate=0.1)
+    recs = [json.loads(x) for x in log.read_text().splitlines()]
+    assert not any(r["event"] == "abort" and r.get("reason") == "client" for r in recs)
+    code, doc = audit_json(log, "patched.py", "--size", "requests=10,pages=32")
+    assert code == 1
+    first = doc["conformance"]["first"]
+    rec = recs[first["line"] - 1]
+    assert rec["event"] == "free" and "cannot produce" in first["reason"]
+    rid = rec["request"]
+    before = [r for r in recs[:first["line"] - 1] if r["request"] == rid]
+    assert before[-1]["event"] == "abort" and before[-1]["reason"] == "timeout"
+    assert first["event"]["request"] == rid
+
+
 def test_rejected_request_that_continues_does_not_conform_to_patched(tmp_path: Path) -> None:
     log = write_log(tmp_path / "buggy.jsonl", "buggy_pd", 80)
     code, doc = audit_json(log, "patched.py", "--size", "requests=6,pages=32")

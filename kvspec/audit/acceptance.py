@@ -12,8 +12,10 @@
 This module also keeps each live request's recent history (the last
 :data:`HISTORY` events) for the reports, and the summary counts. A request's state is
 dropped after its terminal event once it holds no page and has no write in flight; a
-rejected request's id is remembered (one entry per rejected request) so that events
-after its rejection are still caught, however late they come.
+rejected request's id goes into :class:`~kvspec.audit.rejected.RejectedIds` (bounded:
+the recent ones exactly, older ones in a Bloom filter) so that events after its
+rejection are still caught, however late they come — definitely for an id still kept
+exactly, as a POSSIBLE finding for one only the filter remembers.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvspec.audit.logformat import LogEvent, PageKey, page_text
+from kvspec.audit.rejected import EXACT, RejectedIds
 
 REJECTED_STOPS = "rejected-stops"
 WRITTEN_COVERS_READ = "written-covers-read"
@@ -37,8 +40,6 @@ CHECKS: dict[str, str] = {
 DOWNSTREAM = frozenset({"admit", "alloc", "post_write", "land_write", "read", "decode", "finish"})
 TERMINAL = frozenset({"reject", "abort", "timeout", "finish"})
 HISTORY = 40
-#: events of a retired rejected request kept for its history, should it come back
-RETIRED_HISTORY = 4
 
 
 @dataclass
@@ -49,22 +50,24 @@ class _Req:
     owned: set[PageKey] = field(default_factory=set)
     landed: set[PageKey] = field(default_factory=set)
     inflight: dict[PageKey, list[int]] = field(default_factory=dict)  # lines of posts
-    history: deque[str] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    history: deque[LogEvent | str] = field(default_factory=lambda: deque(maxlen=HISTORY))
     events: int = 0
     revived: bool = False
+    possibly_rejected: bool = False  # the Bloom filter of old rejected ids says maybe
 
 
 @dataclass
 class CheckHit:
     check: str
     reason: str
+    possible: bool = False  # rests on the Bloom filter: may be a false alarm
 
 
 class Acceptance:
-    def __init__(self) -> None:
+    def __init__(self, rejected: RejectedIds | None = None) -> None:
         self.live: dict[str, _Req] = {}
-        #: live id -> (line of its reject, its last events): kept after retirement
-        self.retired_rejected: dict[str, tuple[int, tuple[str, ...], int]] = {}
+        #: rejected requests whose state was retired (shared with the property audit)
+        self.rejected = rejected if rejected is not None else RejectedIds()
         self.counts: Counter[str] = Counter()
         self.peak_live = 0
         self.holder: dict[PageKey, str] = {}  # page -> the live request it was allocated to
@@ -73,7 +76,7 @@ class Acceptance:
         r = self.live.get(request)
         if r is None:
             return []
-        lines = list(r.history)
+        lines = [_history_line(h) for h in r.history]
         if r.events > len(lines):
             lines.insert(0, f"({r.events - len(lines)} earlier events not kept)")
         return lines
@@ -84,18 +87,22 @@ class Acceptance:
             live = _Req(ev.line)
             self.live[ev.request] = live
             self.peak_live = max(self.peak_live, len(self.live))
-            back = self.retired_rejected.pop(ev.request, None)
-            if back is not None:
-                live.rejected_line, kept, live.events = back
-                live.history.extend(kept)
-                live.history.append("(retired after its terminal event: it held nothing; "
-                                    "the request came back)")
+            back = self.rejected.lookup(ev.request) if self.rejected else None
+            if back is not None and back.how == EXACT:
+                live.rejected_line = back.line
+                live.history.append(f"line {back.line}: reject({ev.request})")
+                live.history.append("(its other earlier events not kept: retired after its "
+                                    "terminal event, it held nothing; the request came back)")
                 live.terminal = True
                 live.revived = True
             else:
+                if back is not None:
+                    live.possibly_rejected = True
+                    live.history.append("(an id like this one was rejected long ago: only the "
+                                        "Bloom filter of old rejected ids remembers it)")
                 self.counts["requests"] += 1
         live.events += 1
-        live.history.append(f"line {ev.line}: {ev.text()}")
+        live.history.append(ev)  # formatted when a report asks (history())
         hits: list[CheckHit] = []
         kind, page = ev.kind, ev.page
         self.counts["events"] += 1
@@ -108,6 +115,11 @@ class Acceptance:
         if live.rejected_line is not None and kind in DOWNSTREAM:
             hits.append(CheckHit(REJECTED_STOPS, f"{ev.text()} after reject({ev.request}) at "
                                                  f"line {live.rejected_line}"))
+        elif live.possibly_rejected and kind in DOWNSTREAM:
+            hits.append(CheckHit(REJECTED_STOPS, f"{ev.text()}, and {ev.request} may have been "
+                                                 "rejected long before (its id is in the Bloom "
+                                                 "filter of old rejected ids: possibly a false "
+                                                 "alarm)", possible=True))
         if page is not None:
             if kind == "alloc":
                 live.owned.add(page)
@@ -152,6 +164,9 @@ class Acceptance:
         if kind in TERMINAL:
             live.terminal = True
         for h in hits:
+            if h.possible:
+                self.counts["possible"] += 1
+                continue
             self.counts["violations"] += 1
             self.counts[f"violations:{h.check}"] += 1
         return hits
@@ -162,13 +177,16 @@ class Acceptance:
         if live is None or not live.terminal or live.owned or live.inflight:
             return
         if live.rejected_line is not None:
-            kept = tuple(live.history)[-RETIRED_HISTORY:]
-            self.retired_rejected[request] = (live.rejected_line, kept, live.events)
+            self.rejected.add(request, live.rejected_line)
         del self.live[request]
 
     def summary(self) -> dict[str, Any]:
         c = self.counts
         return {"events": c["events"], "requests": c["requests"], "rejections": c["rejections"],
                 "aborts": c["aborts"], "timeouts": c["timeouts"], "finished": c["finished"],
-                "violations": c["violations"],
+                "violations": c["violations"], "possible": c["possible"],
                 "live_at_end": len(self.live), "peak_live_requests": self.peak_live}
+
+
+def _history_line(h: LogEvent | str) -> str:
+    return h if isinstance(h, str) else f"line {h.line}: {h.text()}"

@@ -18,7 +18,7 @@ from kvspec.audit.logformat import AuditInputError
 from kvspec.audit.mapping import load_mapping
 from kvspec.audit.report import Progress, print_text, write_junit
 from kvspec.audit.run import audit_file
-from kvspec.cli_args import non_negative_int, output_file, positive_int
+from kvspec.cli_args import non_negative_int, output_file, picture_path, positive_int
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.verdict import EXIT_USAGE
 
@@ -55,6 +55,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the kvspec-audit/1 JSON document")
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report (one testcase "
                                                    "per check)")
+    p.add_argument("--picture", type=picture_path, metavar="OUT",
+                   help="draw the first violating window of the log (involved requests and "
+                        "pages, the violating event in red) to OUT: .svg, .png, .pdf (need "
+                        "Graphviz) or .dot")
 
 
 
@@ -69,13 +73,13 @@ def cmd_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 def _audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from kvspec.lang.loader import load_model, parse_sizes
     from kvspec.lang.system import compile_model
-    from kvspec.props.library import NDAR
 
     junit = output_file(args.junit, "--junit")
+    picture = output_file(getattr(args, "picture", None), "--picture")
     mapping = load_mapping(args.mapping)
     loaded = load_model(args.model, getattr(args, "model_class", None))
-    # the model's own variables are what conformance needs: the smallest monitor will do
-    system = compile_model(loaded, parse_sizes(args.size), [NDAR])
+    # the model's own variables are what conformance needs: no property monitor
+    system = compile_model(loaded, parse_sizes(args.size), [])
     progress = Progress(err, enabled=not args.json)
     try:
         result = audit_file(args.log, mapping, system=None if args.no_conformance else system,
@@ -92,4 +96,15 @@ def _audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         print_text(result, out)
     if junit is not None:
         write_junit(result, junit)
+    if picture is not None:
+        from kvspec.audit.picture import write_picture
+        from kvspec.render.style import RenderError
+        try:
+            drawn = write_picture(args.log, mapping, result, picture)
+        except RenderError as exc:
+            err.write(f"kvspec: error: --picture: {exc}\n")
+            return EXIT_USAGE
+        note = f"picture of the first violating window: {picture}" if drawn else \
+            f"no violation: no picture written to {picture}"
+        err.write(note + "\n") if args.json else out.write(note + "\n")
     return result.exit_code

@@ -31,6 +31,13 @@ when the page is back at its initial values in every configuration and a page id
 needed. Both rely on the model treating ids symmetrically (as the checker's symmetry
 reduction does) and on dormant requests staying dormant (DONE is absorbing in the
 shipped models). A log event of a retired request is checked as a new request's.
+
+**Speed.** The hot path calls the compiled step functions directly, with the call lists
+cached per (event kind, request, page); instances that share a request-only leading
+guard (:mod:`kvspec.audit.guards`) are skipped together when it is false; state tuples
+are hashed only when several configurations must be told apart. Memoising successor
+sets per (configuration set, event) was measured and rejected: the sets include every
+live request and page, and nearly all of them are distinct.
 """
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from kvspec.audit.guards import request_guards
 from kvspec.audit.logformat import LogEvent, PageKey, page_text
 from kvspec.audit.mapping import Mapping
 from kvspec.lang import ir
@@ -49,6 +57,9 @@ from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, RefType
 from kvspec.props.events import Event
 
 Config = tuple[State, tuple[Event, ...]]
+#: a compiled step function, its arguments, declared silent, the instance, the request
+#: and page ids that must be mapped for it to run
+_Call = tuple[Any, tuple[Any, ...], bool, ActionInstance, tuple[int, ...], tuple[int, ...]]
 TERMINAL_KINDS = frozenset({"reject", "abort", "timeout", "finish"})
 ANY = -1
 
@@ -88,9 +99,13 @@ def _must_emit(body: list[ir.Stmt], logged: set[str]) -> bool:
         if isinstance(st, ir.Emit) and st.pages is None and st.kind in logged:
             return True
         if isinstance(st, ir.If):
-            if _must_emit(st.body, logged) and _must_emit(st.orelse, logged):
+            then, orelse = _must_emit(st.body, logged), _must_emit(st.orelse, logged)
+            if then and orelse:
                 return True
-            if any(isinstance(x, ir.Return) for x in ir.walk_stmts(st.body + st.orelse)):
+            # a branch that may end the run (return) must itself have emitted
+            if not then and any(isinstance(x, ir.Return) for x in ir.walk_stmts(st.body)):
+                return False
+            if not orelse and any(isinstance(x, ir.Return) for x in ir.walk_stmts(st.orelse)):
                 return False
         elif isinstance(st, ir.Return):
             return False
@@ -154,13 +169,16 @@ class Conformance:
             silent = declared or not _must_emit(a.ir.body, logged)
             self.infos.append(_ActionInfo(a, rp, pp, silent, declared, _signature(a.ir, params)))
         self.info_of = {id(i.action): i for i in self.infos}
+        self.guards = request_guards(system)
         self.R = system.schema.requests
         self.P = system.schema.pages
         # the monitor part of a state is reset after every step
         self.reset = [(i, system.initial[i]) for v in system.schema.vars if v.owner != "model"
                       for i in range(v.offset, v.offset + v.length)]
         self.model_vars = [v for v in system.schema.vars if v.owner == "model"]
-        self.configs: set[Config] = {(self._canon(system.initial), ())}
+        # distinct configurations (a list: hashing a state tuple is what costs, so it is
+        # done only when there are several to tell apart)
+        self.configs: list[Config] = [(self._canon(system.initial), ())]
         self.req_of: dict[str, int] = {}
         self.req_name: dict[int, str] = {}
         self.page_of: dict[PageKey, int] = {}
@@ -171,6 +189,13 @@ class Conformance:
         self._cand_cache: dict[tuple[str, int, int], list[ActionInstance]] = {}
         self._silent_cache: dict[int, list[ActionInstance]] = {}
         self._slot_cache: dict[int, list[Any]] = {}
+        # the hot path calls the compiled step functions directly (see _call_list)
+        self._calls: dict[tuple[str, int, int], list[_Call]] = {}
+        self._by_kind: dict[str, list[ActionInstance]] | None = None
+        self._needs_mapping: dict[tuple[str, int, int], bool] = {}
+        self._group_cache: dict[tuple[int | None, int | None], tuple[list[Any], bool]] = {}
+        self._ref_vars = [(v.offset, v.length, v.dim == REQUEST) for v in self.model_vars
+                          if isinstance(v.type, RefType) and v.type.ref_dim == REQUEST]
         self.failure: Nonconformance | None = None
         self.events = 0
         self.peak_configs = 1
@@ -193,15 +218,41 @@ class Conformance:
             return None
         return out[0], out[1]
 
-    def _canon_list(self, w: list[Any]) -> State:
-        for i, v in self.reset:
-            w[i] = v
-        return tuple(w)
-
     def _logged(self, events: list[Event], info: _ActionInfo) -> tuple[Event, ...]:
         if info.declared_silent:
             return ()
         return tuple(e for e in events if e.kind not in self.unlogged)
+
+    def _call_list(self, insts: list[ActionInstance], r: int | None,
+                   extra_q: int | None) -> list[_Call]:
+        """The step calls of ``insts``; each with the request and page ids (other than
+        the event's ``r`` and ``extra_q``) that must be mapped to a log id for it to run."""
+        out = []
+        for inst in insts:
+            info = self.info_of[id(inst.action)]
+            reqs = tuple(sorted({inst.args[i] for i in info.req_pos} - {r}))
+            pages = tuple(sorted({inst.args[i] for i in info.page_pos} - {extra_q}))
+            out.append((inst.action.fn, inst.args, info.declared_silent, inst, reqs, pages))
+        return out
+
+    def _runnable(self, reqs: tuple[int, ...], pages: tuple[int, ...]) -> bool:
+        req_name, page_key = self.req_name, self.page_key
+        return all(k in req_name for k in reqs) and all(q in page_key for q in pages)
+
+    def _silent_calls(self, r: int | None, extra_q: int | None) -> list[_Call]:
+        key = ("", -2 if r is None else r, -1 if extra_q is None else extra_q)
+        out = self._calls.get(key)
+        if out is None:
+            out = self._calls[key] = self._call_list(self._silent(r), r, extra_q)
+        return out
+
+    def _candidate_calls(self, kind: str, r: int, q: int | None) -> list[_Call]:
+        key = (kind, r, -1 if q is None else q)
+        out = self._calls.get(key)
+        if out is None:
+            out = self._calls[key] = self._call_list(self._candidates(kind, r, q), r, q)
+            self._needs_mapping[key] = any(c[4] or c[5] for c in out)
+        return out
 
     # -- instances ---------------------------------------------------------------------------
     def _mapped_args(self, inst: ActionInstance, info: _ActionInfo, extra_q: int | None) -> bool:
@@ -219,10 +270,15 @@ class Conformance:
         out = self._cand_cache.get(key)
         if out is None:
             out = []
-            for inst in self.system.instances:
+            if self._by_kind is None:
+                self._by_kind = {}
+                for inst in self.system.instances:
+                    info = self.info_of[id(inst.action)]
+                    if not info.declared_silent:
+                        for k in info.sig:
+                            self._by_kind.setdefault(k, []).append(inst)
+            for inst in self._by_kind.get(kind, ()):
                 info = self.info_of[id(inst.action)]
-                if info.declared_silent or kind not in info.sig:
-                    continue
                 rp, pp = info.sig[kind]
                 if rp != ANY and inst.args[rp] != r:
                     continue
@@ -249,27 +305,79 @@ class Conformance:
         return out
 
     def _closure(self, state: State, r: int | None, extra_q: int | None) -> list[State]:
-        seen = {state}
-        frontier = [state]
-        insts = [(i, self.info_of[id(i.action)]) for i in self._silent(r)]
-        insts = [(i, info) for i, info in insts if self._mapped_args(i, info, extra_q)]
+        """``state`` and the states silent steps (of ``r``; None: of any request) reach
+        from it within ``closure_depth`` steps, each once."""
+        groups = self._silent_groups(r, extra_q)
+        if not groups:
+            return [state]
+        out = [state]
+        seen: set[State] | None = None  # built at the first silent step that fires
+        frontier = out
+        unlogged = self.unlogged
+        reset = self.reset
         for _ in range(self.closure_depth):
             nxt = []
             for s in frontier:
-                for inst, info in insts:
-                    res = self._step(s, inst)
-                    if res is None:
-                        continue
-                    if self._logged(res[1], info):
-                        continue
-                    t = self._canon_list(res[0])
-                    if t not in seen:
-                        seen.add(t)
-                        nxt.append(t)
+                for guard, gargs, calls in groups:
+                    if guard is not None:
+                        try:
+                            if not guard(s, *gargs):
+                                continue
+                        except Exception:  # noqa: BLE001 - the step itself reports it
+                            pass
+                    for fn, args, declared, _inst, _r, _q in calls:
+                        step = fn(s, *args)
+                        if step is None:
+                            continue
+                        if not declared:
+                            logged = False
+                            for e in step[1]:
+                                if e[0] not in unlogged:
+                                    logged = True
+                                    break
+                            if logged:
+                                continue
+                        w = step[0]
+                        for i, v in reset:
+                            w[i] = v
+                        t = tuple(w)
+                        if seen is None:
+                            seen = {state}
+                        if t not in seen:
+                            seen.add(t)
+                            nxt.append(t)
             if not nxt:
                 break
+            out.extend(nxt)
             frontier = nxt
-        return list(seen)
+        return out
+
+    def _silent_groups(self, r: int | None, extra_q: int | None
+                       ) -> list[tuple[Any, tuple[Any, ...], list[_Call]]]:
+        """The silent step calls that can run now (their ids mapped), grouped by their
+        request-only guard (:mod:`kvspec.audit.guards`)."""
+        key = (r, extra_q)
+        cached = self._group_cache.get(key)
+        if cached is None:
+            calls = self._silent_calls(r, extra_q)
+            cached = (self._grouped(calls), any(c[4] or c[5] for c in calls))
+            self._group_cache[key] = cached
+        if not cached[1]:
+            return cached[0]
+        return self._grouped([c for c in self._silent_calls(r, extra_q)
+                              if not (c[4] or c[5]) or self._runnable(c[4], c[5])])
+
+    def _grouped(self, calls: list[_Call]) -> list[tuple[Any, tuple[Any, ...], list[_Call]]]:
+        groups: dict[Any, tuple[Any, tuple[Any, ...], list[_Call]]] = {}
+        for c in calls:
+            inst = c[3]
+            guard = self.guards.get(id(inst.action))
+            if guard is None:
+                groups[inst.index] = (None, (), [c])
+            else:
+                gargs = tuple(inst.args[p] for p in guard[1])
+                groups.setdefault((id(inst.action), gargs), (guard[0], gargs, []))[2].append(c)
+        return list(groups.values())
 
     # -- renaming ----------------------------------------------------------------------------
     def _slot(self, live: str) -> int:
@@ -321,39 +429,43 @@ class Conformance:
         for q in list(self.page_key):
             if all(not pend and self._page_blank(s, q) for s, pend in self.configs):
                 del self.page_of[self.page_key.pop(q)]
-                self._cand_cache.clear()
 
     def _dormant(self, state: State, k: int) -> bool:
-        for v in self.model_vars:
-            t = v.type
-            if isinstance(t, RefType) and t.ref_dim == REQUEST:
-                for i in range(v.offset, v.offset + v.length):
-                    if state[i] == k and not (v.dim == REQUEST and i == v.offset + k):
-                        return False
-        for guard, gargs, insts in self._slot_groups(k):
+        for off, length, own_row in self._ref_vars:
+            n = state[off:off + length].count(k)
+            if n and not (own_row and n == 1 and state[off + k] == k):
+                return False
+        for guard, gargs, calls in self._slot_groups(k):
             if guard is not None:
                 try:
                     if not guard(state, *gargs):
                         continue
                 except Exception:  # noqa: BLE001 - the full step reports it
                     pass
-            for inst in insts:
-                if self._step(state, inst) is not None:
+            for fn, args in calls:
+                if fn(state, *args) is not None:
                     return False
         return True
 
-    def _slot_groups(self, k: int) -> list[tuple[Any, tuple[Any, ...], list[ActionInstance]]]:
-        """The instances with request ``k`` as a parameter, grouped by leading guard."""
+    def _slot_groups(self, k: int) -> list[tuple[Any, tuple[Any, ...], list[tuple[Any, Any]]]]:
+        """The step calls of the instances with request ``k`` as a parameter, grouped by
+        their request-only guard (:mod:`kvspec.audit.guards`; None: no guard)."""
         out = self._slot_cache.get(k)
         if out is None:
-            out = []
-            for guard, groups in self.system.batches():
-                for gargs, insts in groups:
-                    mine = [i for i in insts
-                            if k in [i.args[p] for p in self.info_of[id(i.action)].req_pos]]
-                    if mine:
-                        out.append((guard, gargs, mine))
-            self._slot_cache[k] = out
+            groups: dict[tuple[Any, ...], tuple[Any, tuple[Any, ...], list[tuple[Any, Any]]]] = {}
+            for inst in self.system.instances:
+                info = self.info_of[id(inst.action)]
+                if k not in [inst.args[p] for p in info.req_pos]:
+                    continue
+                guard = self.guards.get(id(inst.action))
+                if guard is None:
+                    key: tuple[Any, ...] = (inst.index,)
+                    entry = groups.setdefault(key, (None, (), []))
+                else:
+                    gargs = tuple(inst.args[p] for p in guard[1])
+                    entry = groups.setdefault((id(inst.action), gargs), (guard[0], gargs, []))
+                entry[2].append((inst.action.fn, inst.args))
+            out = self._slot_cache[k] = list(groups.values())
         return out
 
     def _reset_slot(self, state: State, k: int) -> State:
@@ -372,15 +484,15 @@ class Conformance:
         if k is None:
             self.candidates.discard(live)
             return True
-        new: set[Config] = set()
+        new: list[Config] = []
         for s, pend in self.configs:
             if pend:
                 return False
             dormant = [t for t in self._closure(s, k, None) if self._dormant(t, k)]
             if not dormant:
                 return False
-            new.update((self._reset_slot(t, k), ()) for t in dormant)
-        self.configs = new
+            new.extend((self._reset_slot(t, k), ()) for t in dormant)
+        self.configs = _distinct(new)
         self.retired[live] = self.line
         if len(self.retired) > 1024:
             self.retired.popitem(last=False)
@@ -420,30 +532,37 @@ class Conformance:
             self._try_retire(ev.request)
         return None
 
-    def _advance(self, e: Event, r: int, q: int | None, local: bool) -> set[Config]:
-        new: set[Config] = set()
+    def _advance(self, e: Event, r: int, q: int | None, local: bool) -> list[Config]:
+        new: list[Config] = []
+        calls = self._candidate_calls(e.kind, r, q)
+        if calls and self._needs_mapping[(e.kind, r, -1 if q is None else q)]:
+            calls = [c for c in calls if not (c[4] or c[5]) or self._runnable(c[4], c[5])]
+        unlogged = self.unlogged
+        reset = self.reset
         for s, pend in self.configs:
             if pend:
                 rest = _consume(pend, e)
                 if rest is not None:
-                    new.add((s, rest))
+                    new.append((s, rest))
                 continue
-            starts = self._closure(s, r if local else None, q)
-            for t in starts:
-                for inst in self._candidates(e.kind, r, q):
-                    info = self.info_of[id(inst.action)]
-                    if not self._mapped_args(inst, info, q):
+            if not calls:
+                continue
+            for t in self._closure(s, r if local else None, q):
+                for fn, args, declared, _inst, _r, _q in calls:
+                    out = fn(t, *args)
+                    if out is None or declared:
                         continue
-                    res = self._step(t, inst)
-                    if res is None:
-                        continue
-                    logged = self._logged(res[1], info)
+                    logged = tuple(x for x in out[1] if x[0] not in unlogged) if unlogged \
+                        else tuple(out[1])
                     if not logged:
                         continue
                     rest = _consume(logged, e)
                     if rest is not None:
-                        new.add((self._canon_list(res[0]), rest))
-        return new
+                        w = out[0]
+                        for i, v in reset:
+                            w[i] = v
+                        new.append((tuple(w), rest))
+        return _distinct(new)
 
     def finish(self) -> Nonconformance | None:
         """At the end of the log: some configuration must owe no event."""
@@ -529,6 +648,13 @@ class Conformance:
                 enabled.append(f"{self._label(inst)} -> {shown}")
             report.enabled.append(enabled or ["(nothing enabled)"])
         return report
+
+
+def _distinct(configs: list[Config]) -> list[Config]:
+    """``configs`` without repeats, in order (nothing is hashed for one)."""
+    if len(configs) < 2:
+        return configs
+    return list(dict.fromkeys(configs))
 
 
 def _consume(pending: tuple[Event, ...], e: Event) -> tuple[Event, ...] | None:

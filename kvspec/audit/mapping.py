@@ -89,19 +89,28 @@ class Mapping:
             known = "the kvspec kinds" if self.rules is None else "no rule in the mapping"
             raise AuditInputError(log, number, f"unknown event {name!r} ({known}; "
                                   "write a mapping file with --mapping)")
-        rule = next((r for r in rules if r.matches(record)), None)
+        if len(rules) == 1 and not rules[0].when:
+            rule: EventRule | None = rules[0]
+        else:
+            rule = next((r for r in rules if r.matches(record)), None)
         if rule is None or rule.kind == IGNORE:
             return []
         kind = rule.kind
         req = record.get(rule.request or f["request"])
-        if req is None or isinstance(req, (bool, dict, list)):
+        if type(req) is str:
+            request = req
+        elif req is None or isinstance(req, (bool, dict, list)):
             raise AuditInputError(log, number, f"event {name!r}: field "
                                   f"{rule.request or f['request']!r} must name the request")
-        request = str(req)
+        else:
+            request = str(req)
         ts = record.get(f["ts"])
         if not EVENT_KINDS[kind]:
             return [LogEvent(number, ts, kind, request, None)]
-        scope = "/".join(str(record[s]) for s in self.scope if s in record)
+        scope = ""
+        for s in self.scope:
+            if s in record:
+                scope = f"{scope}/{record[s]}" if scope else str(record[s])
         pages = self._pages(number, record, rule, name, log)
         return [LogEvent(number, ts, kind, request, (scope, p)) for p in pages]
 

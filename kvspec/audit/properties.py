@@ -21,9 +21,13 @@ see below); live ids get 1..R-1, pages 0..P-1.
 * A **request** id is retired after the request's terminal event (``reject``,
   ``abort``, ``timeout``, ``finish``) once it owns no page and has no write in flight
   (checked at each of its later events, and for every request when the pool runs
-  out). Its remaining footprint is (a) ``rejected[r]`` — kept in a side table of
-  retired rejected requests and restored if the request ever shows up again, which
-  is exactly the bug ``rejection-is-terminal`` looks for, so no violation is missed;
+  out). Its remaining footprint is (a) ``rejected[r]`` — kept in
+  :class:`~kvspec.audit.rejected.RejectedIds` (shared with the acceptance checks) and
+  restored if the request ever shows up again, which is exactly the bug
+  ``rejection-is-terminal`` looks for, so no violation is missed. An id only the
+  Bloom filter of old rejected ids remembers is audited as a new request (not
+  rejected); each of its events is also run on a copy of the monitor state with
+  ``rejected[r]`` set, and what only that copy reports is a POSSIBLE finding;
   (b) ``page_written[p] == r`` for pages it wrote — replaced by the ghost id 0, which
   never acts, so every check compares the same way (the ghost is neither None nor any
   live request) and messages still name the writer.
@@ -31,8 +35,8 @@ see below); live ids get 1..R-1, pages 0..P-1.
   copied over; past 4,096 live ids of a kind (or 1,000,000 monitor slots) the audit
   stops with :class:`AuditLimit` (exit 3, unknown).
 
-Memory is therefore O(live requests x live pages) plus the ids of retired rejected
-requests.
+Memory is therefore O(live requests x live pages) plus the bounded
+:class:`~kvspec.audit.rejected.RejectedIds`.
 """
 from __future__ import annotations
 
@@ -44,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from kvspec.audit.logformat import LogEvent, PageKey, page_text
+from kvspec.audit.rejected import EXACT, RejectedIds
 from kvspec.lang.loader import LoadedModel, load_model
 from kvspec.lang.system import MAX_IDS, MAX_SLOTS, System, compile_model
 from kvspec.props import library
@@ -54,6 +59,7 @@ from kvspec.props.events import Event
 INFLIGHT_EXACT = 4095
 GHOST = 0
 TERMINAL_KINDS = frozenset({"reject", "abort", "timeout", "finish"})
+_NO_HITS: list["Hit"] = []  # shared, never appended to
 
 
 class AuditLimit(Exception):
@@ -70,6 +76,7 @@ def _host_model() -> LoadedModel:
 class Hit:
     prop: str
     reason: str
+    possible: bool = False  # only if the request was the old rejected one (Bloom filter)
 
 
 class _Host:
@@ -108,7 +115,7 @@ class PropertyAudit:
     """Streams log events through the library monitor with id renaming."""
 
     def __init__(self, properties: list[str] | None = None, *, requests: int = 16,
-                 pages: int = 64) -> None:
+                 pages: int = 64, rejected: RejectedIds | None = None) -> None:
         self.properties = list(properties) if properties else list(library.LIBRARY)
         self.host = _Host(max(2, requests), max(1, pages), self.properties)
         self._install_formatter()
@@ -120,7 +127,9 @@ class PropertyAudit:
         self.page_key: list[PageKey | None] = [None] * self.host.P
         self.free_page: list[int] = list(range(self.host.P - 1, -1, -1))
         self.ghost_writer: dict[int, str] = {}
-        self.retired_rejected: dict[str, int] = {}  # live id -> line of its reject
+        self.rejected = rejected if rejected is not None else RejectedIds()
+        self.reject_line: dict[int, int] = {}  # model request -> line of its reject
+        self.possible: set[int] = set()  # model requests the Bloom filter says may be rejected
         self.candidates: set[str] = set()
         self.warnings: list[str] = []
         self.peak_requests = 0
@@ -170,10 +179,13 @@ class PropertyAudit:
         self.req_of[live] = k
         self.req_name[k] = live
         self.touched[k] = set()
-        if live in self.retired_rejected:
-            del self.retired_rejected[live]
-            if self.host.rej is not None:
+        back = self.rejected.lookup(live) if self.rejected else None
+        if back is not None and self.host.rej is not None:
+            if back.how == EXACT:
                 self.host.W[self.host.rej + k] = True
+                self.reject_line[k] = back.line or 0
+            else:
+                self.possible.add(k)
         self.peak_requests = max(self.peak_requests, len(self.req_of))
         return k
 
@@ -239,8 +251,10 @@ class PropertyAudit:
                     W[h.wri + q] = GHOST
                     self.ghost_writer[q] = live
         if h.rej is not None and W[h.rej + k]:
-            self.retired_rejected[live] = 1
+            self.rejected.add(live, self.reject_line.get(k, 0))
             W[h.rej + k] = False
+        self.reject_line.pop(k, None)
+        self.possible.discard(k)
         del self.req_of[live]
         self.req_name[k] = None
         self.touched.pop(k, None)
@@ -271,10 +285,16 @@ class PropertyAudit:
         if ev.page is not None:
             q = self._page(ev.page)
             self.touched[k].add(q)
-        V: list[Any] = []
-        self.host.dispatch(self.host.W, V, (Event(ev.kind, k, q),))
-        hits = [Hit(prop, reason) for prop, reason, _ in V]
         kind = ev.kind
+        if kind == "reject" and k not in self.reject_line:
+            self.reject_line[k] = ev.line
+        event = (Event(kind, k, q),)
+        before = list(self.host.W) if k in self.possible else None
+        V: list[Any] = []
+        self.host.dispatch(self.host.W, V, event)
+        hits = [Hit(prop, reason) for prop, reason, _ in V] if V else _NO_HITS
+        if before is not None:
+            hits = self._possible_hits(before, k, event, hits)
         if kind == "post_write" and self.host.inf is not None:
             if self.host.W[self.host.inf + q * self.host.R + k] > INFLIGHT_EXACT:
                 self.warnings.append(
@@ -288,6 +308,21 @@ class PropertyAudit:
         if ev.request in self.candidates:
             self._try_retire(ev.request)
         return hits
+
+    def _possible_hits(self, before: list[Any], k: int, event: tuple[Event, ...],
+                       hits: list[Hit]) -> list[Hit]:
+        """``hits`` plus what the monitor reports on ``event`` had request ``k`` been the
+        old rejected request the Bloom filter may remember (labelled possible)."""
+        assert self.host.rej is not None
+        before[self.host.rej + k] = True
+        V: list[Any] = []
+        self.host.dispatch(before, V, event)
+        seen = {h.prop for h in hits}
+        extra = [Hit(prop, f"{reason} — if {self.req_name[k]} is the request of that id "
+                       "rejected long before (Bloom filter of old rejected ids: possibly a "
+                       "false alarm)", possible=True)
+                 for prop, reason, _ in V if prop not in seen]
+        return hits + extra if extra else hits
 
     @property
     def live_requests(self) -> int:

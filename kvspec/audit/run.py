@@ -1,8 +1,8 @@
 """One audit: stream a log through the property monitors, the acceptance checks and
 the conformance check, and collect an :class:`AuditResult`.
 
-Memory is per live request and page (plus one entry per rejected request, see
-:mod:`kvspec.audit.properties`): the log is read line by line and never held.
+Memory is per live request and page plus the bounded table of retired rejected ids
+(:mod:`kvspec.audit.rejected`): the log is read line by line and never held.
 """
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ from kvspec.audit.conformance import Conformance, ConformanceLimit, Nonconforman
 from kvspec.audit.logformat import (
     AuditInputError,
     LogEvent,
-    compile_schema,
+    compile_validator,
     read_records,
-    schema_for,
 )
 from kvspec.audit.mapping import Mapping
 from kvspec.audit.properties import AuditLimit, PropertyAudit
+from kvspec.audit.rejected import EXACT_IDS, RejectedIds
 from kvspec.lang.system import System
 from kvspec.props import library
 from kvspec.verdict import EXIT_HOLDS, EXIT_UNKNOWN, EXIT_VIOLATED
@@ -45,11 +45,12 @@ class Finding:
     event: LogEvent
     reason: str
     history: list[str]
+    possible: bool = False  # rests on the Bloom filter of old rejected ids
 
     def to_json(self) -> dict[str, Any]:
         return {"check": self.check, "family": self.family, "line": self.event.line,
                 "request": self.event.request, "event": self.event.to_json(),
-                "reason": self.reason, "history": self.history}
+                "reason": self.reason, "history": self.history, "possible": self.possible}
 
 
 @dataclass
@@ -61,6 +62,9 @@ class AuditResult:
     properties: list[str]
     findings: dict[str, Finding] = field(default_factory=dict)
     occurrences: Counter[str] = field(default_factory=Counter)
+    #: findings that hold only if an id is the rejected one the Bloom filter may remember
+    possible: dict[str, Finding] = field(default_factory=dict)
+    possible_occurrences: Counter[str] = field(default_factory=Counter)
     conformance: Nonconformance | None = None
     conformance_checked: bool = False
     conformance_unknown: str | None = None
@@ -73,6 +77,8 @@ class AuditResult:
     def status(self, check: str) -> str:
         if check in self.findings:
             return "VIOLATED"
+        if check in self.possible:
+            return "POSSIBLE"
         return "UNKNOWN" if self.unknown else "HOLDS"
 
     @property
@@ -89,7 +95,7 @@ class AuditResult:
     def exit_code(self) -> int:
         if self.findings or self.conformance is not None:
             return EXIT_VIOLATED
-        if self.unknown or self.conformance_unknown:
+        if self.unknown or self.conformance_unknown or self.possible:
             return EXIT_UNKNOWN
         return EXIT_HOLDS
 
@@ -109,7 +115,9 @@ class AuditResult:
             "mapping": self.mapping,
             "checks": [{"family": f, "check": c, "status": s,
                         "occurrences": self.occurrences.get(c, 0),
-                        "first": self.findings[c].to_json() if c in self.findings else None}
+                        "possible_occurrences": self.possible_occurrences.get(c, 0),
+                        "first": self.findings[c].to_json() if c in self.findings else
+                        self.possible[c].to_json() if c in self.possible else None}
                        for f, c, s in self.checks() if f != CONFORMANCE],
             "conformance": None if not self.conformance_checked else {
                 "status": self.conformance_status,
@@ -132,8 +140,12 @@ def peak_memory_mb() -> float:
 def audit_stream(stream: IO[str], log_name: str, mapping: Mapping, *,
                  system: System | None = None, model_file: str | None = None,
                  properties: list[str] | None = None, progress: ProgressFn | None = None,
-                 closure_depth: int = 4, max_configs: int = 10_000) -> AuditResult:
-    """Audit the log read from ``stream`` (named ``log_name`` in messages)."""
+                 closure_depth: int = 4, max_configs: int = 10_000,
+                 exact_rejected: int = EXACT_IDS) -> AuditResult:
+    """Audit the log read from ``stream`` (named ``log_name`` in messages).
+
+    ``exact_rejected``: retired rejected request ids kept exactly (older ones go into
+    the Bloom filter; :mod:`kvspec.audit.rejected`)."""
     props = list(properties) if properties else list(library.LIBRARY)
     for p in props:
         if p not in library.LIBRARY:
@@ -141,33 +153,38 @@ def audit_stream(stream: IO[str], log_name: str, mapping: Mapping, *,
                                   f"{', '.join(library.LIBRARY)})")
     result = AuditResult(log_name, model_file, system.name if system else None, mapping.file,
                          props)
-    monitor = PropertyAudit(props)
-    accept = Acceptance()
+    rejected = RejectedIds(exact_rejected)
+    monitor = PropertyAudit(props, rejected=rejected)
+    accept = Acceptance(rejected)
     conf = Conformance(system, mapping, closure_depth=closure_depth,
                        max_configs=max_configs) if system is not None else None
     result.conformance_checked = conf is not None
-    validate = compile_schema(schema_for(mapping.fields))
+    validate = compile_validator(mapping.fields)
     started = time.monotonic()
     next_tick = 0
     lines = events = 0
     findings, occurrences = result.findings, result.occurrences
+
+    def note(check: str, family: str, ev: LogEvent, reason: str, possible: bool) -> None:
+        if possible:
+            result.possible_occurrences[check] += 1
+            if check not in result.possible:
+                result.possible[check] = Finding(check, family, ev, reason,
+                                                 accept.history(ev.request), True)
+            return
+        occurrences[check] += 1
+        if check not in findings:
+            findings[check] = Finding(check, family, ev, reason, accept.history(ev.request))
     to_events = mapping.events
     try:
         for number, record in read_records(stream, log_name, validate):
             lines += 1
             for ev in to_events(number, record, log_name):
                 events += 1
-                hits = accept.feed(ev)
-                for h in hits:
-                    occurrences[h.check] += 1
-                    if h.check not in findings:
-                        findings[h.check] = Finding(h.check, ACCEPTANCE, ev, h.reason,
-                                                    accept.history(ev.request))
+                for h in accept.feed(ev):
+                    note(h.check, ACCEPTANCE, ev, h.reason, h.possible)
                 for p in monitor.feed(ev):
-                    occurrences[p.prop] += 1
-                    if p.prop not in findings:
-                        findings[p.prop] = Finding(p.prop, PROPERTY, ev, p.reason,
-                                                   accept.history(ev.request))
+                    note(p.prop, PROPERTY, ev, p.reason, p.possible)
                 if conf is not None and conf.failure is None and result.conformance_unknown is None:
                     try:
                         if conf.feed(ev) is not None:
@@ -194,7 +211,8 @@ def audit_stream(stream: IO[str], log_name: str, mapping: Mapping, *,
                     "peak_live_requests": accept.peak_live,
                     "monitor_peak_requests": monitor.peak_requests,
                     "monitor_peak_pages": monitor.peak_pages,
-                    "retired_rejected_kept": len(accept.retired_rejected)}
+                    "rejected_ids_exact": len(rejected.exact),
+                    "rejected_ids_filtered": rejected.filtered}
     result.warnings.extend(monitor.warnings[:20])
     return result
 

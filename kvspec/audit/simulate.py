@@ -22,6 +22,7 @@ its model:
 """
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import random
@@ -29,6 +30,18 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator
 
 POLICIES = ("buggy_pd", "free_before_drain", "patched")
+NAMINGS = ("kvspec", "vllm")
+#: the event names of ``naming="vllm"``: the log calls kvspec/audit/mappings/
+#: vllm_connector.toml documents, at the vLLM KV connector v1 (NIXL) code paths of
+#: shared/research/engines.md section 3.1 (scheduler admission, update_state_after_alloc,
+#: allocate_slots, _read_blocks, _pop_done_transfers, _handle_failed_transfer,
+#: the forward pass, _free_blocks, finish_requests)
+VLLM_EVENTS = {"reject": "request_rejected", "admit": "remote_kvs_waiting",
+               "alloc": "blocks_allocated", "post_write": "nixl_read_posted",
+               "land_write": "nixl_read_done", "drain": "nixl_read_released",
+               "read": "forward_blocks", "decode": "forward_step", "free": "blocks_freed",
+               "abort": "request_aborted", "timeout": "kv_lease_expired",
+               "finish": "request_finished"}
 
 
 @dataclass(frozen=True)
@@ -46,12 +59,15 @@ class SimConfig:
     seed: int = 0
     node: str = "decode-0"
     tensors: bool = True         # drive kvspec.pool when torch is importable
+    naming: str = "kvspec"       # "vllm": the records vLLM's KV connector would log
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r} (use {', '.join(POLICIES)})")
         if self.pages < self.max_need:
             raise ValueError("pages must be at least max_need")
+        if self.naming not in NAMINGS:
+            raise ValueError(f"unknown naming {self.naming!r} (use {', '.join(NAMINGS)})")
 
 
 @dataclass
@@ -135,6 +151,9 @@ class Simulator:
 
     def log(self, req: _Req, event: str, page: int | None = None,
             pages: list[int] | None = None, **extra: Any) -> None:
+        if self.cfg.naming == "vllm":
+            self._log_vllm(req, event, page, pages, extra)
+            return
         rec: dict[str, Any] = {"ts": round(self.now, 6), "request": req.rid, "event": event}
         if page is not None:
             rec["page"] = page
@@ -145,6 +164,28 @@ class Simulator:
         rec.update(extra)
         self.lines += 1
         self.emit(rec)
+
+    def _log_vllm(self, req: _Req, event: str, page: int | None, pages: list[int] | None,
+                  extra: dict[str, Any]) -> None:
+        """The record vLLM would write: ``request_id`` as the OpenAI server names it,
+        ``block_id``/``block_ids`` of the decode engine's KV cache, ``engine_id`` for the
+        pool, vLLM's event names, and now and then a scheduler line the mapping ignores."""
+        rid = f"cmpl-{hashlib.md5(f'{self.cfg.seed}/{req.n}'.encode()).hexdigest()}-0"
+        rec: dict[str, Any] = {"ts": round(self.now, 6), "request_id": rid,
+                               "event": VLLM_EVENTS[event]}
+        if page is not None:
+            rec["block_id"] = page
+        if pages is not None:
+            rec["block_ids"] = pages
+        if page is not None or pages is not None:
+            rec["engine_id"] = self.cfg.node
+        rec.update(extra)
+        self.lines += 1
+        self.emit(rec)
+        if event == "decode":
+            self.lines += 1
+            self.emit({"ts": round(self.now, 6), "request_id": rid, "event": "scheduler_stats",
+                       "num_running_reqs": self.live})
 
     # -- requests ---------------------------------------------------------------------------
     def _arrive_next(self) -> None:

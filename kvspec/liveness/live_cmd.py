@@ -59,7 +59,8 @@ def cmd_live(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         verdicts, stats = check_liveness(system, properties=args.property or None,
                                          deadlock=not args.no_deadlock,
                                          max_states=args.max_states, timeout=args.timeout,
-                                         fairness=not args.no_fairness)
+                                         fairness=not args.no_fairness,
+                                         symmetry=bool(getattr(args, "symmetry", False)))
     result = Result(system, "liveness" if engine == "explicit" else "liveness-bmc", verdicts,
                     stats)
     if getattr(args, "python", None):
@@ -129,6 +130,10 @@ def add_arguments(p: argparse.ArgumentParser, kit: Any | None = None) -> None:
                         "bounded symbolic search for lassos with Z3 (no lasso is UNKNOWN)")
     p.add_argument("--depth", type=positive_int, default=None, metavar="K",
                    help=f"--engine bmc: lassos of at most K >= 1 steps (default {DEFAULT_DEPTH})")
+    p.add_argument("--symmetry", action=argparse.BooleanOptionalAction, default=False,
+                   help="--engine explicit: search the symmetry quotient (interchangeable "
+                        "requests/pages; same verdicts, real lassos not claimed shortest); "
+                        "off by default")
     p.add_argument("--max-states", type=positive_int, default=None, metavar="N",
                    help="give up after N >= 1 states (verdict UNKNOWN)")
     if kit is not None:

@@ -47,7 +47,7 @@ def cmd_live(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         session.model = args.model
         session.json = bool(args.json)
     engine = getattr(args, "engine", None) or "explicit"
-    if engine != "explicit" and getattr(args, "symmetry", False):
+    if engine in ("bmc", "proof") and getattr(args, "symmetry", False):
         raise UsageError("--symmetry applies to --engine explicit and auto")
     if engine == "bmc":
         if args.max_states is not None:

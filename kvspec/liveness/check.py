@@ -19,8 +19,10 @@ import sys
 import time
 from dataclasses import dataclass
 
+from kvspec.engines.canon import Canonicalizer, invert
 from kvspec.engines.explicit import OutOfTime, check_count, check_timeout
 from kvspec.lang.errors import UsageError
+from kvspec.lang.symmetry import analyse_symmetry
 from kvspec.lang.system import ActionInstance, System
 from kvspec.liveness.fair_cycles import Component, fair_components, shortest_lasso
 from kvspec.liveness.final import final_predicate
@@ -28,6 +30,7 @@ from kvspec.liveness.graph import STATE_LIMIT, ProductGraph, explore_product
 from kvspec.liveness.lasso import Replayed, build_trace, replay_lasso, starvation
 from kvspec.liveness.obligations import DEADLOCK, LIVENESS, WEQ, WRITE_BOUND, Obligation, \
     ObligationMonitor
+from kvspec.liveness.quotient import QuotientGraph, explore_quotient, find_quotient_lasso
 from kvspec.liveness.temporal import select
 from kvspec.liveness.temporal_search import find_temporal_lasso
 from kvspec.liveness.temporal_search import lasso_verdict as temporal_lasso_verdict
@@ -140,23 +143,28 @@ def explain_lasso(system: System, ob: Obligation, schedule: list[ActionInstance]
 
 
 def _lasso_verdict(pg: ProductGraph, prop: str, lasso: _Lasso, fair: Fairness) -> Verdict:
-    system = pg.system
     g = pg.graph
-    edges = lasso.prefix + lasso.cycle
-    schedule = [system.instances[g.label[k]] for k in edges]
-    loop_start = len(lasso.prefix)
-    rp = replay_lasso(system, pg.monitor, lasso.obligation, schedule, loop_start, fair.weak,
-                      fair.strong)
-    if any(pg.monitor.saturated(m, lasso.obligation) for m in rp.monitors):
-        return unconfirmed_write_lasso(prop, lasso.obligation, FAIR_CYCLE)
-    explanation = explain_lasso(system, lasso.obligation, schedule, loop_start, fair, rp)
+    schedule = [pg.system.instances[g.label[k]] for k in lasso.prefix + lasso.cycle]
+    return schedule_verdict(pg.system, pg.monitor, prop, lasso.obligation, schedule,
+                            len(lasso.prefix), fair)
+
+
+def schedule_verdict(system: System, monitor: ObligationMonitor, prop: str, ob: Obligation,
+                     schedule: list[ActionInstance], loop_start: int, fair: Fairness) -> Verdict:
+    """The verdict of a concrete lasso (``schedule``, looping from ``loop_start``) that
+    leaves ``ob`` pending forever, re-executed and checked first."""
+    rp = replay_lasso(system, monitor, ob, schedule, loop_start, fair.weak, fair.strong)
+    if any(monitor.saturated(m, ob) for m in rp.monitors):
+        return unconfirmed_write_lasso(prop, ob, FAIR_CYCLE)
+    explanation = explain_lasso(system, ob, schedule, loop_start, fair, rp)
     event = None
     for evs in rp.events[:loop_start]:
         for e in evs:
-            if lasso.obligation.opened_by(e):
+            if ob.opened_by(e):
                 event = e
     trace = build_trace(system, prop, schedule, loop_start, explanation, event)
-    loop = f"loop of {len(lasso.cycle)}" if lasso.cycle else "stops"
+    loop_len = len(schedule) - loop_start
+    loop = f"loop of {loop_len}" if loop_len else "stops"
     detail = f"{loop_start}-step prefix, {loop}; {fair.text()}"
     return Verdict(prop, Status.VIOLATED, FAIR_CYCLE, detail, trace)
 
@@ -170,7 +178,8 @@ def unconfirmed_write_lasso(prop: str, ob: Obligation, method: str) -> Verdict:
                    "exactly, so it is not confirmed")
 
 
-def _deadlock_verdict(pg: ProductGraph, final: object, sizes_text: str) -> Verdict:
+def _deadlock_verdict(pg: ProductGraph | QuotientGraph, final: object, sizes_text: str
+                      ) -> Verdict:
     system = pg.system
     mon = pg.monitor
     for n in range(pg.expanded):
@@ -179,8 +188,13 @@ def _deadlock_verdict(pg: ProductGraph, final: object, sizes_text: str) -> Verdi
         if callable(final) and final(pg.states[n]):
             continue
         edges = pg.path_to(n)
-        schedule = [system.instances[pg.graph.label[k]] for k in edges]
-        waiting = ", ".join(f"r{r}" for r in mon.unterminated(pg.monitors[n]))
+        if isinstance(pg, QuotientGraph):
+            schedule, sigma = pg.unfold(edges)
+            waiting_ids = sorted(invert(sigma)[0][r] for r in mon.unterminated(pg.monitors[n]))
+        else:
+            schedule = [system.instances[pg.graph.label[k]] for k in edges]
+            waiting_ids = mon.unterminated(pg.monitors[n])
+        waiting = ", ".join(f"r{r}" for r in waiting_ids)
         why = (f"deadlock after {len(schedule)} steps: no action is enabled, and {waiting} "
                f"{'has' if ',' not in waiting else 'have'} had no terminal event (finish, "
                "abort, timeout, reject)")
@@ -194,7 +208,7 @@ def _deadlock_verdict(pg: ProductGraph, final: object, sizes_text: str) -> Verdi
     return Verdict(DEADLOCK, Status.UNKNOWN, DEADLOCK_METHOD, _unfinished(pg))
 
 
-def _unfinished(pg: ProductGraph) -> str:
+def _unfinished(pg: ProductGraph | QuotientGraph) -> str:
     why = "state limit" if pg.stopped == STATE_LIMIT else "timeout"
     return f"{why} after {len(pg)} states, depth {max(pg.depth)}"
 
@@ -213,14 +227,38 @@ def selected_properties(properties: list[str] | None, system: System | None = No
     return props
 
 
+def _symmetry_plan(system: System, wanted: bool, temporal: bool, final: object
+                   ) -> tuple[Canonicalizer | None, dict[str, object]]:
+    """The canonicaliser the liveness search uses (None: the concrete graph), and the
+    ``stats.symmetry`` record saying why."""
+    if not wanted:
+        return None, {"enabled": False, "requests": False, "pages": False,
+                      "reasons": ["symmetry reduction off (the liveness default; "
+                                  "--symmetry turns it on)"]}
+    if temporal:
+        why = "the model's own temporal properties are checked without symmetry reduction"
+    elif final is not None:
+        why = "@final_state predicates are checked without symmetry reduction"
+    else:
+        report = analyse_symmetry(system, True)
+        canon = Canonicalizer(system.schema, report.requests, report.pages)
+        record = report.to_json()
+        if canon.active:
+            return canon, record
+        record["reasons"] = list(report.reasons) or ["no interchangeable ids at these sizes"]
+        return None, record
+    return None, {"enabled": True, "requests": False, "pages": False, "reasons": [why]}
+
+
 def check_liveness(system: System, *, properties: list[str] | None = None,
                    deadlock: bool = True, max_states: int | None = None,
-                   timeout: float | None = None, fairness: bool = True
-                   ) -> tuple[list[Verdict], Stats]:
+                   timeout: float | None = None, fairness: bool = True,
+                   symmetry: bool = False) -> tuple[list[Verdict], Stats]:
     """Check the liveness ``properties`` (default: all of :data:`LIVENESS` and the
     model's own temporal properties, :mod:`kvspec.liveness.temporal`) and, with
     ``deadlock``, deadlock freedom. ``fairness=False`` ignores the model's
-    ``@action(fair=...)`` declarations (nothing is assumed fair)."""
+    ``@action(fair=...)`` declarations (nothing is assumed fair). ``symmetry`` searches
+    the symmetry quotient where that is sound (:mod:`kvspec.liveness.quotient`)."""
     check_count("max_states", max_states, 1)
     check_timeout(timeout)
     props, temporal = select(system, properties)
@@ -229,7 +267,12 @@ def check_liveness(system: System, *, properties: list[str] | None = None,
     fair = declared_fairness(system, fairness)
     final = final_predicate(system) if deadlock else None
     monitor = ObligationMonitor(props, system.schema.requests, system.schema.pages, deadlock)
-    pg = explore_product(system, monitor, max_states=max_states, deadline=end)
+    canon, sym_record = _symmetry_plan(system, symmetry, bool(temporal), final)
+    pg: ProductGraph | QuotientGraph
+    if canon is not None:
+        pg = explore_quotient(system, monitor, canon, max_states=max_states, deadline=end)
+    else:
+        pg = explore_product(system, monitor, max_states=max_states, deadline=end)
 
     def check() -> None:
         if end is not None and time.monotonic() >= end:
@@ -239,13 +282,19 @@ def check_liveness(system: System, *, properties: list[str] | None = None,
     verdicts: list[Verdict] = []
     for prop in props:
         try:
-            lasso = _find_lasso(pg, prop, fair, check)
+            if isinstance(pg, QuotientGraph):
+                ql = find_quotient_lasso(pg, prop, fair.weak, fair.strong, check)
+                found = None if ql is None else schedule_verdict(
+                    system, monitor, prop, ql.obligation, ql.schedule, ql.loop_start, fair)
+            else:
+                lasso = _find_lasso(pg, prop, fair, check)
+                found = None if lasso is None else _lasso_verdict(pg, prop, lasso, fair)
         except OutOfTime:
             verdicts.append(Verdict(prop, Status.UNKNOWN, FAIR_CYCLE,
                                     f"timeout during the fair-cycle search; {fair.text()}"))
             continue
-        if lasso is not None:
-            verdicts.append(_lasso_verdict(pg, prop, lasso, fair))
+        if found is not None:
+            verdicts.append(found)
         elif prop == WEQ and pg.saturated:
             verdicts.append(Verdict(prop, Status.UNKNOWN, FAIR_CYCLE,
                                     f"more than {WRITE_BOUND} writes of one request into one "
@@ -257,6 +306,7 @@ def check_liveness(system: System, *, properties: list[str] | None = None,
             verdicts.append(Verdict(prop, Status.UNKNOWN, FAIR_CYCLE,
                                     f"{_unfinished(pg)}; {fair.text()}"))
     for tp in temporal:
+        assert isinstance(pg, ProductGraph)
         try:
             tl = find_temporal_lasso(pg, tp, fair, check)
         except OutOfTime:
@@ -275,8 +325,7 @@ def check_liveness(system: System, *, properties: list[str] | None = None,
         verdicts.append(_deadlock_verdict(pg, final, sizes_text))
     stats = Stats(states=len(pg), transitions=len(pg.graph.src), depth=max(pg.depth),
                   seconds=time.monotonic() - start, peak_memory_mb=_peak_mb())
-    stats.symmetry = {"enabled": False, "requests": False, "pages": False,
-                      "reasons": ["the liveness search does not use symmetry reduction"]}
+    stats.symmetry = sym_record
     stats.extra["liveness"] = {"complete": pg.complete, "stopped": pg.stopped,
                                "model_states": len(set(pg.states)),
                                "fairness": fair.text()}

@@ -133,8 +133,17 @@ def sccs(nodes: Iterable[int], succ: Callable[[int], Iterable[int]]) -> list[lis
 
 def fair_components(g: Graph, nodes: Iterable[int], allowed: Callable[[int], bool],
                     weak: set[int], strong: set[int], enabled: Callable[[int], frozenset[int]],
-                    check: CheckFn | None = None) -> list[Component]:
-    """Every fair component inside ``nodes`` over the edges ``allowed(k)``."""
+                    check: CheckFn | None = None,
+                    enabled_any: Callable[[int], frozenset[int]] | None = None
+                    ) -> list[Component]:
+    """Every fair component inside ``nodes`` over the edges ``allowed(k)``.
+
+    ``enabled(n)`` is read as "the label is enabled at ``n``" by the weak test (enabled
+    at every node) and, unless ``enabled_any`` is given, by the strong test (enabled at
+    some node). Labels that stand for a *class* of instances (the symmetry quotient,
+    :mod:`kvspec.liveness.quotient`) pass "every member enabled" as ``enabled`` and
+    "some member enabled" as ``enabled_any``: the result then over-approximates."""
+    some = enabled if enabled_any is None else enabled_any
     found: list[Component] = []
     work: list[set[int]] = [set(nodes)]
     while work:
@@ -151,9 +160,9 @@ def fair_components(g: Graph, nodes: Iterable[int], allowed: Callable[[int], boo
             if not internal:
                 continue
             taken = {g.label[k] for k in internal}
-            bad_strong = {lab for lab in strong - taken if any(lab in enabled(n) for n in comp)}
+            bad_strong = {lab for lab in strong - taken if any(lab in some(n) for n in comp)}
             if bad_strong:
-                rest = {n for n in comp if not (enabled(n) & bad_strong)}
+                rest = {n for n in comp if not (some(n) & bad_strong)}
                 if rest:
                     work.append(rest)
                 continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,12 +20,16 @@ from kvspec.lang.system import System, compile_model
 from kvspec.liveness.check import DEADLOCK_METHOD, check_liveness
 from kvspec.liveness.obligations import DEADLOCK, LIVENESS
 from kvspec.liveness.report import print_verdicts, render_verdicts
+from kvspec.liveness.proof import check_liveness_proof
 from kvspec.liveness.symbolic import check_liveness_bmc
 from kvspec.report.wording import display_path
 from kvspec.verdict import Result, Stats, Status, Verdict
 
-ENGINES = ("explicit", "bmc")
+ENGINES = ("explicit", "bmc", "proof", "auto")
 DEFAULT_DEPTH = 20
+#: --engine auto: the explicit search gives up after this many states (unless
+#: --max-states says otherwise) and the proof engine takes the properties it left open
+AUTO_MAX_STATES = 200_000
 
 
 def compile_for_liveness(loaded: LoadedModel, sizes: dict[str, int]) -> System:
@@ -42,6 +47,8 @@ def cmd_live(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         session.model = args.model
         session.json = bool(args.json)
     engine = getattr(args, "engine", None) or "explicit"
+    if engine in ("bmc", "proof") and getattr(args, "symmetry", False):
+        raise UsageError("--symmetry applies to --engine explicit and auto")
     if engine == "bmc":
         if args.max_states is not None:
             raise UsageError("--max-states applies to --engine explicit; the bmc engine is "
@@ -53,15 +60,34 @@ def cmd_live(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if not args.no_deadlock:
             verdicts.append(Verdict(DEADLOCK, Status.UNKNOWN, DEADLOCK_METHOD,
                                     "not checked by --engine bmc (use --engine explicit)"))
+    elif engine == "proof":
+        if args.max_states is not None or args.depth is not None:
+            raise UsageError("--max-states and --depth do not apply to --engine proof")
+        verdicts, stats = check_liveness_proof(system, properties=args.property or None,
+                                               fairness=not args.no_fairness,
+                                               timeout=args.timeout)
+        if not args.no_deadlock:
+            verdicts.append(Verdict(DEADLOCK, Status.UNKNOWN, DEADLOCK_METHOD,
+                                    "not checked by --engine proof (use --engine explicit)"))
     else:
         if args.depth is not None:
             raise UsageError("--depth applies to --engine bmc")
+        auto = engine == "auto"
+        limit = args.max_states or (AUTO_MAX_STATES if auto else None)
+        share = None if args.timeout is None or not auto else args.timeout / 2
+        started = time.monotonic()
         verdicts, stats = check_liveness(system, properties=args.property or None,
                                          deadlock=not args.no_deadlock,
-                                         max_states=args.max_states, timeout=args.timeout,
-                                         fairness=not args.no_fairness)
-    result = Result(system, "liveness" if engine == "explicit" else "liveness-bmc", verdicts,
-                    stats)
+                                         max_states=limit,
+                                         timeout=share if auto else args.timeout,
+                                         fairness=not args.no_fairness,
+                                         symmetry=bool(getattr(args, "symmetry", False)))
+        if auto:
+            left = None if args.timeout is None else \
+                max(1.0, args.timeout - (time.monotonic() - started))
+            verdicts = _prove_open(system, verdicts, left, not args.no_fairness)
+    result = Result(system, {"bmc": "liveness-bmc", "proof": "liveness-proof"}.get(
+        engine, "liveness"), verdicts, stats)
     if getattr(args, "python", None):
         _write_program(args, verdicts, err)
     if args.json:
@@ -73,6 +99,8 @@ def cmd_live(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         title = f"kvspec live {system.name} ({shown})  {sizes}"
         if engine == "bmc":
             out.write(_render_bmc(verdicts, stats, title))
+        elif engine == "proof":
+            out.write(_render_proof(verdicts, stats, title))
         else:
             print_verdicts(out, verdicts, stats, title)
     return result.exit_code
@@ -105,6 +133,26 @@ def _write_program(args: argparse.Namespace, verdicts: list[Verdict], err: IO[st
         err.write(f"kvspec: lasso program for {lassos[0].prop} written to {args.python}\n")
 
 
+def _prove_open(system: System, verdicts: list[Verdict], timeout: float | None,
+                fairness: bool) -> list[Verdict]:
+    """``--engine auto``: the library properties the explicit search left UNKNOWN go to
+    the proof engine; a proof replaces the UNKNOWN, anything else keeps it."""
+    open_props = [v.prop for v in verdicts if v.status is Status.UNKNOWN and v.prop in LIVENESS]
+    if not open_props:
+        return verdicts
+    proved, _ = check_liveness_proof(system, properties=open_props, fairness=fairness,
+                                     timeout=timeout)
+    by_prop = {v.prop: v for v in proved if v.status is Status.HOLDS}
+    return [by_prop.get(v.prop, v) for v in verdicts]
+
+
+def _render_proof(verdicts: list[Verdict], stats: Stats, title: str) -> str:
+    lines = render_verdicts(verdicts, stats, title).split("\n")
+    lines[1] = (f"  k-liveness: {stats.seconds:.2f} s (HOLDS only with a re-checked inductive "
+                "invariant; no lassos: use --engine explicit or bmc)")
+    return "\n".join(lines)
+
+
 def _render_bmc(verdicts: list[Verdict], stats: Stats, title: str) -> str:
     """The explicit engine's text with its search line replaced by the bounded one."""
     lines = render_verdicts(verdicts, stats, title).split("\n")
@@ -126,9 +174,16 @@ def add_arguments(p: argparse.ArgumentParser, kit: Any | None = None) -> None:
                    help="ignore the model's @action(fair=...) declarations")
     p.add_argument("--engine", choices=ENGINES, default="explicit",
                    help="explicit: exhaustive search of the reachable graph (default); bmc: "
-                        "bounded symbolic search for lassos with Z3 (no lasso is UNKNOWN)")
+                        "bounded symbolic search for lassos with Z3 (no lasso is UNKNOWN); "
+                        "proof: k-liveness proofs with Spacer, the invariant re-checked (no "
+                        "proof is UNKNOWN); auto: explicit up to "
+                        f"{AUTO_MAX_STATES:,} states, then proof for what it left open")
     p.add_argument("--depth", type=positive_int, default=None, metavar="K",
                    help=f"--engine bmc: lassos of at most K >= 1 steps (default {DEFAULT_DEPTH})")
+    p.add_argument("--symmetry", action=argparse.BooleanOptionalAction, default=False,
+                   help="--engine explicit: search the symmetry quotient (interchangeable "
+                        "requests/pages; same verdicts, real lassos not claimed shortest); "
+                        "off by default")
     p.add_argument("--max-states", type=positive_int, default=None, metavar="N",
                    help="give up after N >= 1 states (verdict UNKNOWN)")
     if kit is not None:

@@ -57,12 +57,23 @@ def render_trace(trace: Trace) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _symmetry_text(stats: Stats) -> str:
+    sym = stats.symmetry or {}
+    on = [d for d in ("requests", "pages") if sym.get(d)]
+    if on:
+        return "symmetry reduction over " + " and ".join(on) + "; states are orbits"
+    reasons = sym.get("reasons") or []
+    if sym.get("enabled") and reasons:
+        return f"no symmetry reduction: {reasons[0]}"
+    return "no symmetry reduction"
+
+
 def render_verdicts(verdicts: list[Verdict], stats: Stats, title: str) -> str:
     """One line per verdict, then each counterexample."""
     width = max((len(v.prop) for v in verdicts), default=0)
     out = [title,
            f"  liveness: {stats.states:,} states, {stats.transitions:,} transitions, "
-           f"depth {stats.depth}, {stats.seconds:.2f} s (no symmetry reduction)"]
+           f"depth {stats.depth}, {stats.seconds:.2f} s ({_symmetry_text(stats)})"]
     for v in verdicts:
         out.append(f"  {_MARK[v.status]} {v.prop:<{width}}  {v.headline()}")
     text = "\n".join(out) + "\n"

@@ -36,6 +36,7 @@ property holds. Model errors reachable within the bound are raised as
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import z3
 
@@ -69,10 +70,10 @@ class _Encoded:
     events: list[list[SymEvent]]
 
 
-def _encode(system: System, deadline: Deadline, temporal: list[TemporalProperty]
-            ) -> tuple[_Encoded, PredicateTerms]:
-    """Encode every instance once; keep its events (the transition system drops them).
-    The temporal properties' predicates are encoded with the bad-state terms."""
+def encode_instances(system: System, deadline: Deadline
+                     ) -> tuple[list[Any], list[InstanceEncoding], list[list[SymEvent]]]:
+    """Every instance encoded once over the integer state variables (returned first),
+    with its guarded events (the transition system drops them)."""
     int_cur = system.state_vars()
     raw: list[InstanceEncoding] = []
     raw_events: list[list[SymEvent]] = []
@@ -82,6 +83,14 @@ def _encode(system: System, deadline: Deadline, temporal: list[TemporalProperty]
         raw.append(encoded)
         raw_events.append([SymEvent(z3.simplify(e.guard), e.kind, e.request, e.page)
                            for e in enc.events if not z3.is_false(z3.simplify(e.guard))])
+    return int_cur, raw, raw_events
+
+
+def _encode(system: System, deadline: Deadline, temporal: list[TemporalProperty]
+            ) -> tuple[_Encoded, PredicateTerms]:
+    """Encode every instance once; keep its events. The temporal properties'
+    predicates are encoded with the bad-state terms."""
+    int_cur, raw, raw_events = encode_instances(system, deadline)
     raw_bad = {p.name: z3.simplify(system.encode_bad(p, int_cur)) for p in system.properties}
     preds = PredicateTerms(system, temporal, int_cur)
     raw_bad.update(preds.raw)

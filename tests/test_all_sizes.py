@@ -62,6 +62,23 @@ class Sized(Model):
         s.used[r] = s.used[r] + 1
 '''
 
+LOWEST_FREE = '''
+from kvspec import Model, Page, Pages, Request, Requests, action, emit, require
+
+
+class LowestFree(Model):
+    requests = Requests(2)
+    pages = Pages(3)
+    owner = pages.var(requests.optional, init=None)
+
+    @action
+    def take(s, r: Request, p: Page):
+        require(s.owner[p] is None)
+        require(all(s.owner[q] is not None for q in s.pages if q < p))
+        s.owner[p] = r
+        emit.alloc(r, p)
+'''
+
 LITERAL_ID = '''
 from kvspec import Model, Page, Pages, Request, Requests, action, emit, require
 
@@ -142,6 +159,7 @@ def test_a_property_that_fails_in_a_larger_pool_is_not_proved_for_all_sizes(
 @pytest.mark.parametrize("source, line, words", [
     (SIZED_TYPE, 8, "depends on the number of ids"),
     (LITERAL_ID, 12, "literal"),
+    (LOWEST_FREE, 13, "compared by order"),
 ])
 def test_constructs_outside_the_fragment_are_named_with_their_line(
         tmp_path: Path, source: str, line: int, words: str) -> None:
@@ -204,6 +222,51 @@ def test_tampered_all_sizes_certificates_are_rejected(
     check = check_certificate(bad, _system(SINGLE))
     assert not check.ok
     assert any(reason in p for p in check.problems), check.problems
+
+
+def _cross_check(path: Path, sizes: list[dict[str, int]], tmp_path: Path) -> None:
+    """The all-sizes proof of a shipped model, re-checked and compared with the explicit
+    engine at other sizes."""
+    result = run(_system(path), "all-sizes", save_proof=True, proofs_dir=tmp_path,
+                 coverage=False)
+    proved = [v.prop for v in result.verdicts if v.method == "all sizes"]
+    assert proved and result.exit_code == 0
+    cert = tmp_path / all_sizes_name(result.system)
+    for size in sizes:
+        system = _system(path, size)
+        check = check_certificate(cert, system)
+        assert check.ok, (size, check.problems)
+        explicit = {v.prop: v.status for v in run(system, "explicit", coverage=False).verdicts}
+        assert all(explicit[p] is Status.HOLDS for p in check.properties), (size, explicit)
+
+
+def test_vllm_fixed_all_sizes_proof_agrees_with_explicit_search(tmp_path: Path) -> None:
+    _cross_check(ROOT / "models" / "vllm_async_load_fixed.py",
+                 [{"requests": 3, "pages": 3}, {"requests": 2, "pages": 5},
+                  {"requests": 1, "pages": 1}], tmp_path)
+
+
+@pytest.mark.slow
+def test_patched_all_sizes_proof_agrees_with_explicit_search(tmp_path: Path) -> None:
+    _cross_check(ROOT / "models" / "patched.py",
+                 [{"requests": 1, "pages": 5}, {"requests": 3, "pages": 3}], tmp_path)
+
+
+def test_verify_all_sizes_from_the_command_line(tmp_path: Path) -> None:
+    import io
+
+    from kvspec.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["verify", str(SINGLE), "--engine", "all-sizes", "--json"], out, err)
+    assert code == 0, err.getvalue()
+    doc = json.loads(out.getvalue())
+    assert doc["engine"] == "all-sizes"
+    assert {v["method"] for v in doc["verdicts"]} == {"all sizes"}
+    out = io.StringIO()
+    code = main(["verify", str(_write(tmp_path, "outside", LITERAL_ID)), "--engine",
+                 "all-sizes"], out, err)
+    assert "not for all sizes" in out.getvalue() and "outside.py:12" in out.getvalue()
 
 
 def test_size_specific_certificates_keep_their_kind() -> None:
@@ -306,14 +369,13 @@ def test_parametric_steps_match_concrete_steps_on_shipped_models(path: Path) -> 
     assert _lockstep(system, random.Random(1), 6) > 0
 
 
-def test_random_models_are_rejected_with_a_line_or_step_like_the_concrete_model(
-        tmp_path: Path) -> None:
+def _random_models(tmp_path: Path, seeds: range) -> tuple[int, int]:
     import sys
     sys.path.insert(0, str(Path(__file__).parent))
     from modelgen import random_model
 
     accepted = rejected = 0
-    for seed in range(12):
+    for seed in seeds:
         gen = random_model(seed, small=True)
         path = _write(tmp_path, f"gen{seed}", gen.source)
         try:
@@ -327,4 +389,16 @@ def test_random_models_are_rejected_with_a_line_or_step_like_the_concrete_model(
         except Unsupported as exc:
             assert re.search(r"\.py:\d+", exc.where), str(exc)
             rejected += 1
-    assert accepted + rejected > 0
+    return accepted, rejected
+
+
+def test_random_models_are_rejected_with_a_line_or_step_like_the_concrete_model(
+        tmp_path: Path) -> None:
+    accepted, rejected = _random_models(tmp_path, range(16))
+    assert accepted >= 1 and rejected >= 1
+
+
+@pytest.mark.slow
+def test_many_random_models_step_like_the_concrete_model(tmp_path: Path) -> None:
+    accepted, _ = _random_models(tmp_path, range(16, 216))
+    assert accepted >= 10

@@ -23,6 +23,7 @@ import z3
 
 from kvspec.lang import ir
 from kvspec.lang.declare import SCALAR
+from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.schema import VarInfo
 from kvspec.lang.system import Property, System
 from kvspec.lang.types import PAGE, REQUEST
@@ -151,8 +152,16 @@ def _bigger(system: System) -> System | None:
     if not over:
         return None
     props = [p.name for p in system.properties]
-    return compile_model(system.loaded, {**system.sizes, **over}, props,
-                         inflight_bound=system.inflight_bound)
+    try:
+        return compile_model(system.loaded, {**system.sizes, **over}, props,
+                             inflight_bound=system.inflight_bound)
+    except ModelError as exc:
+        where = f"{exc.file or system.loaded.file}:{exc.line or 0}"
+        raise Unsupported(where, f"the model cannot be compiled with more requests and pages "
+                                 f"({exc.message})") from None
+    except UsageError as exc:
+        raise Unsupported(system.loaded.file, f"the model cannot be compiled with more "
+                                              f"requests and pages ({exc})") from None
 
 
 def _constants(system: System) -> list[tuple[str, int, Any]]:

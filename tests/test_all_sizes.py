@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ import z3
 from kvspec.lang.loader import load_model
 from kvspec.lang.system import System, compile_model
 from kvspec.proofs.certificate import check_certificate, certificate_path, invariant_digest
-from kvspec.proofs.parametric.encode import Unsupported
+from kvspec.proofs.parametric.values import Unsupported
 from kvspec.proofs.parametric.engine import all_sizes_name
 from kvspec.proofs.parametric.model import parametric_model
 from kvspec.runner import run
@@ -304,7 +303,7 @@ def _term(model, ids, t, value):  # type: ignore[no-untyped-def]
 
 def _slots(model, system, ids, view):  # type: ignore[no-untyped-def]
     """(slot offset, term of the view's value there) for every slot."""
-    from kvspec.proofs.parametric.encode import var_dims
+    from kvspec.proofs.parametric.values import var_dims
 
     for v in system.schema.vars:
         dims = var_dims(v)

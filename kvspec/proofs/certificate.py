@@ -97,9 +97,9 @@ def certificate_path(system: System, proofs_dir: Path | None = None) -> Path:
     own = size_specific_path(system, proofs_dir)
     if own.exists():
         return own
-    from kvspec.proofs.parametric.engine import all_sizes_name
+    from kvspec.proofs.parametric.engine import all_sizes_name, is_all_sizes
     every = own.parent / all_sizes_name(system)
-    return every if every.is_file() else own
+    return every if is_all_sizes(every) else own
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -426,7 +426,7 @@ def _check_all_sizes(doc: CertificateDocument, system: System, check: Certificat
     """Re-check an all-sizes certificate (:mod:`kvspec.proofs.parametric`) for every
     number of requests and pages: initiation, consecution and safety of its quantified
     clauses on the model's parametric transition system."""
-    from kvspec.proofs.parametric.encode import Unsupported
+    from kvspec.proofs.parametric.values import Unsupported
     from kvspec.proofs.parametric.engine import recheck
     from kvspec.proofs.parametric.model import fixed_sizes
 

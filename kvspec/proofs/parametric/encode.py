@@ -28,134 +28,22 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import z3
 
 from kvspec.lang import ir
-from kvspec.lang.declare import SCALAR
 from kvspec.lang.schema import VarInfo
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, ValueType
 from kvspec.lang.z3gen import FALSE, TRUE, and_, is_false, is_true, not_, or_
+from kvspec.proofs.parametric.values import (MAX_COUNT, NONE, Count, Sorts, Unsupported, Vec,
+                                             View, at_least, exists, forall, var_dims,
+                                             where_of)
 
-#: the largest bounded range a count may be compared with (counting quantifiers
-#: with up to this many witnesses)
-MAX_COUNT = 8
-
-
-class Unsupported(Exception):
-    """A construct outside the parametric fragment; ``where`` is ``file:line``."""
-
-    def __init__(self, where: str, why: str) -> None:
-        super().__init__(f"{where}: {why}")
-        self.where = where
-        self.why = why
-
-
-def _where(fn: ir.Function | None, line: int) -> str:
-    if fn is None:
-        return "<model>"
-    return f"{fn.file}:{line or fn.line}"
-
-
-class _None:
-    """The literal ``None`` before its sort is known."""
-
-
-NONE = _None()
-
-
-@dataclass
-class Vec:
-    """A vector over one id space: element term -> value term."""
-
-    dim: str
-    at: Callable[[z3.ExprRef], Any]
-
-
-@dataclass
-class Count:
-    """``mask.count()``, kept symbolic until it is compared."""
-
-    mask: Vec
-    line: int
-
-
-@dataclass
-class Sorts:
-    """The id sorts, their ``None`` elements and fresh-name counters."""
-
-    sort: dict[str, z3.SortRef] = field(default_factory=dict)
-    nil: dict[str, z3.ExprRef] = field(default_factory=dict)
-    counter: itertools.count = field(default_factory=itertools.count)  # type: ignore[type-arg]
-
-    @classmethod
-    def make(cls) -> "Sorts":
-        out = cls()
-        for dim, name in ((REQUEST, "Request"), (PAGE, "Page")):
-            s = z3.DeclareSort(name)
-            out.sort[dim] = s
-            out.nil[dim] = z3.Const(f"none_{dim}", s)
-        return out
-
-    def fresh(self, dim: str, hint: str = "x") -> z3.ExprRef:
-        return z3.Const(f"{hint}!{next(self.counter)}", self.sort[dim])
-
-    def of_type(self, t: ValueType) -> z3.SortRef:
-        if t.kind == "bool":
-            return z3.BoolSort()
-        if t.kind == "ref":
-            return self.sort[t.ref_dim or REQUEST]
-        return z3.IntSort()
-
-    def dim_of_sort(self, s: z3.SortRef) -> str | None:
-        for dim, srt in self.sort.items():
-            if srt == s:
-                return dim
-        return None
-
-    def real(self, x: z3.ExprRef) -> z3.BoolRef:
-        """``x`` is an id (not the None element of its sort)."""
-        dim = self.dim_of_sort(x.sort())
-        assert dim is not None
-        return x != self.nil[dim]  # type: ignore[return-value]
-
-
-def var_dims(v: VarInfo) -> tuple[str, ...]:
-    if v.dim == SCALAR:
-        return ()
-    if v.dim == PAGE_BY_REQUEST:
-        return (PAGE, REQUEST)
-    return (v.dim,)
-
-
-def exists(sorts: Sorts, xs: list[z3.ExprRef], body: z3.BoolRef) -> z3.BoolRef:
-    if is_false(body):
-        return FALSE
-    return z3.Exists(xs, z3.And(*[sorts.real(x) for x in xs], body))
-
-
-def forall(sorts: Sorts, xs: list[z3.ExprRef], body: z3.BoolRef) -> z3.BoolRef:
-    if is_true(body):
-        return TRUE
-    return z3.ForAll(xs, z3.Implies(z3.And(*[sorts.real(x) for x in xs]), body))
-
-
-def at_least(sorts: Sorts, mask: Vec, k: int) -> z3.BoolRef:
-    """At least ``k`` distinct ids satisfy ``mask``."""
-    if k <= 0:
-        return TRUE
-    xs = [sorts.fresh(mask.dim, "w") for _ in range(k)]
-    parts = [mask.at(x) for x in xs]
-    if k > 1:
-        parts.append(z3.Distinct(*xs))
-    return exists(sorts, xs, z3.And(*parts))
+__all__ = ["Event", "ParamExec", "Step", "Unsupported", "View", "var_dims"]
 
 
 # -- the state -----------------------------------------------------------------------------
-
-View = dict[str, Any]  # variable name -> term (scalar) or callable(*ids) -> term (array)
-
 
 @dataclass
 class Frame:
@@ -291,7 +179,7 @@ class ParamExec:
         self.par = None
         value = self.call(fn, [], TRUE)
         if self.events or self.violations:
-            raise Unsupported(_where(fn, fn.line), "an invariant with effects")
+            raise Unsupported(where_of(fn, fn.line), "an invariant with effects")
         return value, list(self.errors)
 
     def run_handlers(self, handlers: dict[str, list[ir.Function]]) -> None:
@@ -368,7 +256,7 @@ class ParamExec:
 
     def stmt(self, st: ir.Stmt, fn: ir.Function) -> None:  # noqa: C901 - one case per node
         f = self.f
-        where = _where(fn, st.line)
+        where = where_of(fn, st.line)
         if isinstance(st, ir.Assign):
             values = [self.ex(v, fn) for v in st.values]
             running = f.running()
@@ -643,7 +531,7 @@ class ParamExec:
     # -- expressions ---------------------------------------------------------------------------
     def ex(self, e: ir.Expr, fn: ir.Function) -> Any:  # noqa: C901 - one case per node
         f = self.f
-        where = _where(fn, e.line)
+        where = where_of(fn, e.line)
         if isinstance(e, ir.Const):
             if isinstance(e.ty, ir.NoneT) or (isinstance(e.ty, ir.RefT) and e.value == -1):
                 return NONE
@@ -716,7 +604,7 @@ class ParamExec:
                 return a / b
             return a % b
         if isinstance(e, ir.Compare):
-            return self.compare(e.op, self.ex(e.a, fn), self.ex(e.b, fn), e.a, e.b, where)
+            return self.compare(e.op, self.ex(e.a, fn), self.ex(e.b, fn), where)
         if isinstance(e, ir.BoolOp):
             if e.op in ("&", "|"):
                 a, b = (self.boolean(self.ex(x, fn), where) for x in e.items)
@@ -747,9 +635,8 @@ class ParamExec:
             b = self.ex(e.b, fn)
             op = e.op
             if isinstance(b, Vec):
-                return Vec(a.dim, lambda x, a=a, b=b: self.compare(op, a.at(x), b.at(x), None,
-                                                                   None, where))
-            return Vec(a.dim, lambda x, a=a, b=b: self.compare(op, a.at(x), b, None, None, where))
+                return Vec(a.dim, lambda x, a=a, b=b: self.compare(op, a.at(x), b.at(x), where))
+            return Vec(a.dim, lambda x, a=a, b=b: self.compare(op, a.at(x), b, where))
         if isinstance(e, ir.MaskOp):
             a, b = (self.vec(self.ex(x, fn), where) for x in e.items)
             if e.op == "&":
@@ -777,13 +664,12 @@ class ParamExec:
             return self.call(e.fn, values, f.g)
         raise Unsupported(where, f"{type(e).__name__} expressions")
 
-    def compare(self, op: str, a: Any, b: Any, ea: ir.Expr | None, eb: ir.Expr | None,
-                where: str) -> z3.BoolRef:
+    def compare(self, op: str, a: Any, b: Any, where: str) -> z3.BoolRef:
         if isinstance(b, Count) and not isinstance(a, Count):
             flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
-            return self.compare(flip[op], b, a, eb, ea, where)
+            return self.compare(flip[op], b, a, where)
         if isinstance(a, Count):
-            return self.count_compare(op, a, b, eb, where)
+            return self.count_compare(op, a, b, where)
         if a is NONE and b is NONE:
             return z3.BoolVal(op in ("==", "<=", ">="))
         if a is NONE:
@@ -798,8 +684,7 @@ class ParamExec:
         a, b = self.integer(a, where), self.integer(b, where)
         return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]  # type: ignore
 
-    def count_compare(self, op: str, c: Count, b: Any, eb: ir.Expr | None,
-                      where: str) -> z3.BoolRef:
+    def count_compare(self, op: str, c: Count, b: Any, where: str) -> z3.BoolRef:
         if isinstance(b, Count):
             raise Unsupported(where, "two counts of ids compared with each other")
         b = self.integer(b, where)

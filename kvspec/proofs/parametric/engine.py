@@ -28,9 +28,9 @@ from typing import Any, Callable
 import z3
 
 from kvspec.lang.system import System
-from kvspec.proofs.parametric.encode import Unsupported
+from kvspec.proofs.parametric.values import Unsupported
 from kvspec.proofs.parametric.generalise import QClause, generalise
-from kvspec.proofs.parametric.induction import InductionResult, check_invariant
+from kvspec.proofs.parametric.induction import QUERY_TIMEOUT_S, InductionResult, check_invariant
 from kvspec.proofs.parametric.model import ParamModel, fixed_sizes, id_size_names, \
     parametric_model
 from kvspec.proofs.parametric.smtlib import parse, to_smtlib2
@@ -145,14 +145,13 @@ def write_all_sizes(system: System, proof: AllSizesProof, proofs_dir: Path,
 
 
 def recheck(system: System, smtlib2: str, readable: list[str] | None, properties: list[str],
-            timeout: float | None = None) -> tuple[InductionResult, int]:
-    """Check a stored all-sizes invariant from scratch: (result, clauses). Raises
-    CertificateError when the text cannot be read, Unsupported when the model has no
-    parametric reading."""
+            timeout: float = QUERY_TIMEOUT_S) -> tuple[InductionResult, int]:
+    """Check a stored all-sizes invariant from scratch: (result, clauses); ``timeout``
+    bounds each query. Raises CertificateError when the text cannot be read,
+    Unsupported when the model has no parametric reading."""
     model = parametric_model(system)
     clauses = parse(smtlib2, model, readable)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    res = check_invariant(model, clauses, properties, houdini=False, deadline=deadline)
+    res = check_invariant(model, clauses, properties, houdini=False, timeout=timeout)
     return res, len(clauses)
 
 
@@ -240,14 +239,15 @@ def mark_all_sizes(outcome: EngineOutcome) -> EngineOutcome:
     """``auto``: say so when the certificate it re-checked is an all-sizes one."""
     stages = outcome.stats.extra.get("auto", [])
     for st in stages:
-        if st.get("stage") == "certificate" and st.get("ok") and _is_all_sizes(st.get("path")):
+        if st.get("stage") == "certificate" and st.get("ok") and is_all_sizes(st.get("path")):
             for v in outcome.verdicts:
                 if v.method == "certificate re-checked" and v.status is Status.PROVED:
                     v.detail = ALL_SIZES
     return outcome
 
 
-def _is_all_sizes(path: Any) -> bool:
+def is_all_sizes(path: Any) -> bool:
+    """Whether ``path`` is a file holding an all-sizes certificate."""
     try:
         doc = json.loads(Path(str(path)).read_text())
     except (OSError, ValueError):

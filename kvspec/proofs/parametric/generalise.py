@@ -27,7 +27,7 @@ from kvspec.lang.declare import SCALAR
 from kvspec.lang.schema import VarInfo
 from kvspec.lang.system import System
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST
-from kvspec.proofs.parametric.encode import Sorts
+from kvspec.proofs.parametric.values import Sorts
 
 
 class NotLiftable(Exception):

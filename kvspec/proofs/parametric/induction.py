@@ -29,7 +29,7 @@ from typing import Any
 import z3
 
 from kvspec.lang.declare import SCALAR
-from kvspec.proofs.parametric.encode import var_dims
+from kvspec.proofs.parametric.values import var_dims
 from kvspec.proofs.parametric.generalise import QClause, quantify
 from kvspec.proofs.parametric.model import ParamModel, make_symbols
 

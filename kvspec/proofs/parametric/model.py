@@ -27,8 +27,8 @@ from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.schema import VarInfo
 from kvspec.lang.system import Property, System
 from kvspec.lang.types import PAGE, REQUEST
-from kvspec.proofs.parametric.encode import (ParamExec, Sorts, Step, Unsupported, View,
-                                             var_dims)
+from kvspec.proofs.parametric.encode import ParamExec, Step
+from kvspec.proofs.parametric.values import Sorts, Unsupported, View, var_dims
 
 
 @dataclass

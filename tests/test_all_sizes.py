@@ -368,26 +368,50 @@ def test_parametric_steps_match_concrete_steps_on_shipped_models(path: Path) -> 
     assert _lockstep(system, random.Random(1), 6) > 0
 
 
-def _random_models(tmp_path: Path, seeds: range) -> tuple[int, int]:
+def _random_models(tmp_path: Path, seeds: range, verdicts: bool = True) -> tuple[int, int]:
+    """Each random model is outside the fragment (with a line) or steps like the concrete
+    model; with ``verdicts``, what the all-sizes engine proves also holds in the explicit
+    search at its size and at a larger one."""
     import sys
     sys.path.insert(0, str(Path(__file__).parent))
     from modelgen import random_model
+
+    from kvspec.lang.errors import ModelError
 
     accepted = rejected = 0
     for seed in seeds:
         gen = random_model(seed, small=True)
         path = _write(tmp_path, f"gen{seed}", gen.source)
+        sizes = {"requests": min(gen.requests, 2), "pages": min(gen.pages, 3)}
         try:
-            system = compile_model(load_model(path, gen.class_name),
-                                   {"requests": min(gen.requests, 2), "pages": min(gen.pages, 3)})
+            system = compile_model(load_model(path, gen.class_name), sizes)
         except Exception:  # noqa: BLE001 - a generated model the compiler refuses
             continue
         try:
             _lockstep(system, random.Random(seed), 3)
-            accepted += 1
         except Unsupported as exc:
             assert re.search(r"\.py:\d+", exc.where), str(exc)
             rejected += 1
+            continue
+        accepted += 1
+        if not verdicts:
+            continue
+        try:
+            res = run(system, "all-sizes", proofs_dir=tmp_path, coverage=False, timeout=120)
+        except ModelError:
+            continue
+        proved = [v.prop for v in res.verdicts if v.method == "all sizes"]
+        for more in (0, 1):
+            bigger = {k: v + more for k, v in sizes.items() if k in system.sizes}
+            try:
+                other = compile_model(load_model(path, gen.class_name), bigger)
+                explicit = run(other, "explicit", coverage=False, max_states=200_000)
+            except ModelError:
+                assert not proved, f"seed {seed}: proved for all sizes, but a model error"
+                continue
+            status = {v.prop: v.status for v in explicit.verdicts}
+            for name in proved:
+                assert status[name] is Status.HOLDS, (seed, name, bigger, gen.source)
     return accepted, rejected
 
 

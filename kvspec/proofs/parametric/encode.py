@@ -37,8 +37,8 @@ from kvspec.lang.schema import VarInfo
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, ValueType
 from kvspec.lang.z3gen import FALSE, TRUE, and_, is_false, is_true, not_, or_
 from kvspec.proofs.parametric.values import (MAX_COUNT, NONE, Count, Sorts, Unsupported, Vec,
-                                             View, at_least, exists, forall, var_dims,
-                                             where_of)
+                                             View, at_least, exists, forall, int_range,
+                                             var_dims, where_of)
 
 __all__ = ["Event", "ParamExec", "Step", "Unsupported", "View", "var_dims"]
 
@@ -92,6 +92,12 @@ class Parallel:
     block: int
     written: set[str] = field(default_factory=set)
     outer: set[str] = field(default_factory=set)  # locals defined before the loop
+    frame: Any = None  # the frame the loop runs in (None: monitor handlers)
+    depth: int = 0  # loops of that frame enclosing the loop
+
+    def here(self, f: Any) -> bool:
+        """Whether statements of frame ``f`` are the loop's own (not a helper's)."""
+        return f is self.frame
 
 
 @dataclass
@@ -261,7 +267,7 @@ class ParamExec:
             values = [self.ex(v, fn) for v in st.values]
             running = f.running()
             for name, v in zip(st.names, values):
-                if self.par is not None and name in self.par.outer:
+                if self.par is not None and self.par.here(f) and name in self.par.outer:
                     raise Unsupported(where, f"{name!r} carries a value from one iteration of a "
                                              "loop over ids to the next")
                 old = f.env.get(name)
@@ -312,13 +318,13 @@ class ParamExec:
         elif isinstance(st, ir.For):
             self.loop(st, fn, where)
         elif isinstance(st, (ir.Break, ir.Continue)):
-            if self.par is not None:
+            if self.par is not None and self.par.here(f) and len(f.loops) <= self.par.depth:
                 raise Unsupported(where, "break/continue in a loop over ids")
             k = 0 if isinstance(st, ir.Break) else 1
             f.loops[-1][k] = and_(f.loops[-1][k], not_(f.g))
             f.refresh()
         elif isinstance(st, ir.Return):
-            if self.par is not None:
+            if self.par is not None and self.par.here(f):
                 raise Unsupported(where, "return inside a loop over ids")
             if st.value is not None:
                 v = self.ex(st.value, fn)
@@ -337,7 +343,8 @@ class ParamExec:
                 raise Unsupported(where, "nested loops over ids")
             dim = st.domain.ty.dim
             x = self.sorts.fresh(dim, st.var)
-            par = Parallel(dim, x, next(self.blocks), outer=set(f.env))
+            par = Parallel(dim, x, next(self.blocks), outer=set(f.env), frame=f,
+                           depth=len(f.loops))
             before = set(f.env)
             f.env[st.var] = x
             saved_g = f.g
@@ -688,7 +695,7 @@ class ParamExec:
         if isinstance(b, Count):
             raise Unsupported(where, "two counts of ids compared with each other")
         b = self.integer(b, where)
-        bounds = self.int_range(b)
+        bounds = int_range(b, self.ranges)
         if bounds is None:
             raise Unsupported(where, "a count of ids compared with a value of unbounded range")
         lo, hi = bounds
@@ -714,30 +721,6 @@ class ParamExec:
             return rel(lo)
         return z3.Or(*[z3.And(b == v, rel(v)) for v in range(lo, hi + 1)])
 
-    def int_range(self, t: z3.ExprRef) -> tuple[int, int] | None:
-        """Bounds of an integer term built from constants, bounded state variables and
-        parameters (None when they are not known)."""
-        if z3.is_int_value(t):
-            return t.as_long(), t.as_long()
-        if z3.is_app(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            return self.ranges.get(t.decl().name())
-        if z3.is_app_of(t, z3.Z3_OP_ITE):
-            a, b = self.int_range(t.arg(1)), self.int_range(t.arg(2))
-            return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
-        if z3.is_app_of(t, z3.Z3_OP_ADD) or z3.is_app_of(t, z3.Z3_OP_SUB):
-            parts = [self.int_range(x) for x in t.children()]
-            if any(p is None for p in parts):
-                return None
-            lo, hi = parts[0]  # type: ignore[misc]
-            for p in parts[1:]:
-                assert p is not None
-                if z3.is_app_of(t, z3.Z3_OP_ADD):
-                    lo, hi = lo + p[0], hi + p[1]
-                else:
-                    lo, hi = lo - p[1], hi - p[0]
-            return lo, hi
-        return None
-
     def fold(self, e: ir.Fold, fn: ir.Function, where: str) -> Any:
         f = self.f
         saved = f.env.get(e.var)
@@ -747,6 +730,7 @@ class ParamExec:
             x = self.sorts.fresh(e.domain.ty.dim, e.var)
             f.env[e.var] = x
             n_err, n_ev = len(self.errors), len(self.events)
+            before = (dict(self.view), self.enabled, dict(self.violations))
             c = TRUE
             depth = 0
             for cond in e.conds:
@@ -758,8 +742,12 @@ class ParamExec:
                 f.conds.pop()
             if depth:
                 f.refresh()
-            if len(self.events) != n_ev:
-                raise Unsupported(where, "events inside any()/all() over ids")
+            if len(self.events) != n_ev or self.enabled is not before[1] \
+                    or set(self.violations) != set(before[2]) \
+                    or any(self.violations[k] is not v for k, v in before[2].items()) \
+                    or any(self.view[k] is not v for k, v in before[0].items()):
+                raise Unsupported(where, "effects (writes, events, require) inside any()/all() "
+                                         "over ids")
             self.errors[n_err:] = [(exists(self.sorts, [x], cond), msg)
                                    for cond, msg in self.errors[n_err:]]
             self._restore(f, e.var, saved)

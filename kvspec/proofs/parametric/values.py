@@ -127,5 +127,30 @@ def at_least(sorts: Sorts, mask: Vec, k: int) -> z3.BoolRef:
     return exists(sorts, xs, z3.And(*parts))
 
 
+def int_range(t: z3.ExprRef, ranges: dict[str, tuple[int, int]]) -> tuple[int, int] | None:
+    """Bounds of an integer term built from constants, bounded state variables and
+    parameters (None when they are not known)."""
+    if z3.is_int_value(t):
+        return t.as_long(), t.as_long()
+    if z3.is_app(t) and t.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+        return ranges.get(t.decl().name())
+    if z3.is_app_of(t, z3.Z3_OP_ITE):
+        a, b = int_range(t.arg(1), ranges), int_range(t.arg(2), ranges)
+        return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+    if z3.is_app_of(t, z3.Z3_OP_ADD) or z3.is_app_of(t, z3.Z3_OP_SUB):
+        parts = [int_range(x, ranges) for x in t.children()]
+        if any(p is None for p in parts):
+            return None
+        lo, hi = parts[0]  # type: ignore[misc]
+        for p in parts[1:]:
+            assert p is not None
+            if z3.is_app_of(t, z3.Z3_OP_ADD):
+                lo, hi = lo + p[0], hi + p[1]
+            else:
+                lo, hi = lo - p[1], hi - p[0]
+        return lo, hi
+    return None
+
+
 #: variable name -> term (scalar) or callable(*ids) -> term (array)
 View = dict[str, Any]

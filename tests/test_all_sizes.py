@@ -61,6 +61,21 @@ class Sized(Model):
         s.used[r] = s.used[r] + 1
 '''
 
+SIZED_INIT = '''
+from kvspec import Int, Model, Page, Pages, Request, Requests, action, emit, require
+
+
+class SizedInit(Model):
+    requests = Requests(1)
+    pages = Pages(2)
+    budget = requests.var(Int(0, 9), init=lambda sizes: [sizes["pages"]] * sizes["requests"])
+
+    @action
+    def spend(s, r: Request):
+        require(s.budget[r] > 0)
+        s.budget[r] = s.budget[r] - 1
+'''
+
 LOWEST_FREE = '''
 from kvspec import Model, Page, Pages, Request, Requests, action, emit, require
 
@@ -159,6 +174,7 @@ def test_a_property_that_fails_in_a_larger_pool_is_not_proved_for_all_sizes(
     (SIZED_TYPE, 8, "depends on the number of ids"),
     (LITERAL_ID, 12, "literal"),
     (LOWEST_FREE, 13, "compared by order"),
+    (SIZED_INIT, 8, "initial value of budget depends on the number of ids"),
 ])
 def test_constructs_outside_the_fragment_are_named_with_their_line(
         tmp_path: Path, source: str, line: int, words: str) -> None:

@@ -225,6 +225,13 @@ def _check_size_independent(system: System, bigger: System) -> None:
         if v.type.describe() != w.type.describe() and v.type.kind != "ref":
             raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
                               f"the type of {v.name} depends on the number of ids ({ids})")
+    for v, w in zip(system.schema.vars, bigger.schema.vars):
+        mine = set(system.initial[v.offset:v.offset + v.length])
+        theirs = set(bigger.initial[w.offset:w.offset + w.length])
+        if v.type.kind != "ref" and mine != theirs:
+            raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
+                              f"the initial value of {v.name} depends on the number of ids "
+                              f"({ids})")
     for a, b in zip(system.actions, bigger.actions):
         for (n, t), (_, u) in zip(a.params, b.params):
             if t.kind != "ref" and t.describe() != u.describe():

@@ -30,7 +30,7 @@ from kvspec.verdict import EngineOutcome, Result
 __all__ = ["CERT_FORMAT", "ENGINES", "certificate_problem", "load_certificate", "run",
            "run_engine"]
 
-ENGINES = ("auto", "explicit", "bmc", "kind", "pdr")
+ENGINES = ("auto", "explicit", "bmc", "kind", "pdr", "all-sizes")
 CERT_FORMAT = "kvspec-proof/1"
 #: ``progress(states, depth, seconds, stage)``: states explored (0 for the symbolic
 #: engines), the depth being checked, seconds since the engine started, and the stage
@@ -161,11 +161,18 @@ def run_engine(system: System, engine: str = "auto", *, depth: int = 30,
         from kvspec.engines.pdr import run_pdr
         return run_pdr(system, timeout=timeout, save_proof=save_proof, proofs_dir=proofs_dir,
                        progress=progress, symmetry=symmetry, max_states=max_states)
+    if engine == "all-sizes":
+        from kvspec.proofs.parametric.engine import run_all_sizes
+        return run_all_sizes(system, timeout=timeout, save_proof=save_proof,
+                             proofs_dir=proofs_dir, progress=progress, symmetry=symmetry,
+                             max_states=max_states)
     if engine != "auto":
         raise ValueError(f"unknown engine {engine!r} (one of {', '.join(ENGINES)})")
     from kvspec.engines.auto import run_auto
-    return run_auto(system, timeout=timeout, max_states=max_states, symmetry=symmetry,
-                    save_proof=save_proof, proofs_dir=proofs_dir, progress=progress)
+    from kvspec.proofs.parametric.engine import mark_all_sizes
+    return mark_all_sizes(run_auto(system, timeout=timeout, max_states=max_states,
+                                   symmetry=symmetry, save_proof=save_proof,
+                                   proofs_dir=proofs_dir, progress=progress))
 
 
 def run(system: System, engine: str = "auto", *, depth: int = 30, timeout: float | None = None,

@@ -63,7 +63,7 @@ MISTAKES = [
     ('engine = "auto"', 'engine = "auto"\nmax_states = 10',
      "tool.kvspec.model[0].max_states: unknown key (did you mean 'max-states'?"),
     ('engine = "auto"', 'engine = "magic"',
-     "tool.kvspec.model[0].engine: unknown engine 'magic' (one of auto, explicit, bmc, kind, pdr)"),
+     "tool.kvspec.model[0].engine: unknown engine 'magic' (one of auto, explicit, bmc, kind, pdr, all-sizes)"),
     ('engine = "auto"', 'engine = "auto"\ndepth = "10"',
      "tool.kvspec.model[0].depth: must be an integer, not a string"),
     ('engine = "auto"', 'engine = "auto"\ntimeout = 0',

@@ -52,12 +52,18 @@ from kvspec.props import library
 
 __all__ = [
     "CERT_FORMAT", "CertificateCheck", "CertificateDocument", "CertificateError",
-    "CounterexampleToInduction", "Invariant", "certificate_name", "certificate_path",
+    "CounterexampleToInduction", "Invariant", "KIND_ALL_SIZES", "KIND_SIZE_SPECIFIC",
+    "certificate_name", "certificate_path", "size_specific_path",
     "check_certificate", "cti_trace", "invariant_digest", "library_sha256", "load_certificate",
     "load_invariant", "parse_document", "verify_invariant", "write_certificate",
 ]
 
 CERT_FORMAT = "kvspec-proof/1"
+#: the two kinds of certificate: for the sizes in ``sizes``, or for every number of
+#: requests and pages (:mod:`kvspec.proofs.parametric`); a certificate without a
+#: ``kind`` is size-specific
+KIND_SIZE_SPECIFIC = "size-specific"
+KIND_ALL_SIZES = "all-sizes"
 
 
 def library_sha256() -> str:
@@ -74,13 +80,26 @@ def certificate_name(system: System) -> str:
     return f"{stem}.{cls}.{sizes}.json"
 
 
-def certificate_path(system: System, proofs_dir: Path | None = None) -> Path:
-    """Where the certificate of ``system`` lives: in ``proofs_dir``, by default the
-    model's own proofs directory (:func:`kvspec.proofs.location.default_proofs_dir`)."""
+def size_specific_path(system: System, proofs_dir: Path | None = None) -> Path:
+    """Where the size-specific certificate of ``system`` lives: in ``proofs_dir``, by
+    default the model's own proofs directory
+    (:func:`kvspec.proofs.location.default_proofs_dir`)."""
     if proofs_dir is None:
         from kvspec.proofs.location import default_proofs_dir
         proofs_dir = default_proofs_dir(system.loaded.path)
     return Path(proofs_dir) / certificate_name(system)
+
+
+def certificate_path(system: System, proofs_dir: Path | None = None) -> Path:
+    """The certificate to re-check for ``system``: its size-specific one when there is
+    one, else an all-sizes certificate of the model (``requests=all,pages=all``, for
+    the same other sizes) when there is one, else where a size-specific one goes."""
+    own = size_specific_path(system, proofs_dir)
+    if own.exists():
+        return own
+    from kvspec.proofs.parametric.engine import all_sizes_name, is_all_sizes
+    every = own.parent / all_sizes_name(system)
+    return every if is_all_sizes(every) else own
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -124,6 +143,7 @@ def write_certificate(system: System, invariant: Invariant, proofs_dir: Path, *,
     loaded = system.loaded
     doc = {
         "format": CERT_FORMAT,
+        "kind": KIND_SIZE_SPECIFIC,
         "model": {"name": system.name, "file": loaded.file, "sha256": loaded.sha256},
         "library_sha256": library_sha256(),
         "sizes": dict(system.sizes),
@@ -139,7 +159,7 @@ def write_certificate(system: System, invariant: Invariant, proofs_dir: Path, *,
         },
         "stats": stats or {},
     }
-    path = certificate_path(system, proofs_dir)
+    path = size_specific_path(system, proofs_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
     return path
@@ -165,6 +185,7 @@ class CertificateDocument:
     method: str = ""
     created: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
+    kind: str = KIND_SIZE_SPECIFIC
 
 
 def _is_int(x: Any) -> bool:
@@ -215,6 +236,9 @@ def parse_document(doc: Any) -> CertificateDocument:
         method=get(doc, "method", "", is_str, "a string", optional=True) or "",
         created=get(doc, "created", "", is_str, "a string", optional=True) or "",
         stats=get(doc, "stats", "", is_obj, "an object", optional=True) or {},
+        kind=get(doc, "kind", "", lambda x: x in (KIND_SIZE_SPECIFIC, KIND_ALL_SIZES),
+                 f"{KIND_SIZE_SPECIFIC!r} or {KIND_ALL_SIZES!r}", optional=True)
+        or KIND_SIZE_SPECIFIC,
     )
     if wrong:
         raise CertificateError("malformed certificate: " + "; ".join(wrong))
@@ -267,6 +291,7 @@ class CertificateCheck:
     quantified_clauses: int = 0
     instances: int = 0
     undecided: bool = False  # the solver answered ``unknown`` somewhere (still a rejection)
+    kind: str = KIND_SIZE_SPECIFIC
 
     def summary(self) -> dict[str, Any]:
         """A JSON-ready account of the check."""
@@ -275,7 +300,8 @@ class CertificateCheck:
                 "clauses": self.clauses, "quantified_clauses": self.quantified_clauses,
                 "checked_clauses": list(self.checked_clauses),
                 "checked_properties": list(self.checked_properties),
-                "action_instances": self.instances, "undecided": self.undecided, "proved": list(self.properties) if self.ok
+                "action_instances": self.instances, "undecided": self.undecided,
+                "kind": self.kind, "proved": list(self.properties) if self.ok
                 else [], "seconds": round(self.seconds, 3)}
 
     def print(self, console: Console) -> None:
@@ -313,8 +339,9 @@ class CertificateCheck:
                 console.print(Text.assemble(("  ✘ broken: ", "bold red"), (b, "red")))
             console.print(_state_table(self.cti.trace.system, self.cti.pre))
         if self.ok:
+            every = "all sizes, " if self.kind == KIND_ALL_SIZES else ""
             console.print(Text.assemble(("  PROVED", "bold green"),
-                                        f" (certificate re-checked, {self.clauses} clauses, "
+                                        f" ({every}certificate re-checked, {self.clauses} clauses, "
                                         f"{self.seconds:.2f} s): " + ", ".join(self.properties)))
         else:
             console.print(Text("  certificate REJECTED", style="bold red"))
@@ -345,24 +372,12 @@ def check_certificate(path: Path, system: System, *,
     except CertificateError as exc:
         check.problems.append(str(exc))
         return check
+    if doc.kind == KIND_ALL_SIZES:
+        _check_all_sizes(doc, system, check, timeout)
+        check.seconds = time.monotonic() - start
+        return check
     _check_header(doc, system, check)
-    by_name = {p.name: p for p in system.properties}
-    unknown = [name for name in doc.properties if name not in by_name]
-    if unknown:
-        check.problems.append("the certificate claims properties this model does not have: "
-                              + ", ".join(unknown))
-    duplicates = sorted({n for n in doc.properties if doc.properties.count(n) > 1})
-    if duplicates:
-        check.problems.append("the certificate lists properties more than once: "
-                              + ", ".join(duplicates))
-    if not doc.properties:
-        check.problems.append("the certificate claims no property")
-    missing = [p.name for p in system.properties if p.name not in doc.properties]
-    if missing:
-        check.notes.append("not covered by this certificate: " + ", ".join(missing))
-    if doc.invariant_sha256 != invariant_digest(doc.smtlib2, doc.readable):
-        check.problems.append("the invariant was edited after the certificate was written "
-                              "(its checksum does not match)")
+    _claims(doc, system, check)
     try:
         clauses = parse_invariant(doc.smtlib2, system.state_vars())
     except CertificateError as exc:
@@ -383,6 +398,72 @@ def check_certificate(path: Path, system: System, *,
     _run(system, clauses, wanted, check, timeout)
     check.seconds = time.monotonic() - start
     return check
+
+
+def _claims(doc: CertificateDocument, system: System, check: CertificateCheck) -> None:
+    """Problems with the properties a certificate claims (notes for those it leaves out)."""
+    by_name = {p.name for p in system.properties}
+    unknown = [name for name in doc.properties if name not in by_name]
+    if unknown:
+        check.problems.append("the certificate claims properties this model does not have: "
+                              + ", ".join(unknown))
+    duplicates = sorted({n for n in doc.properties if doc.properties.count(n) > 1})
+    if duplicates:
+        check.problems.append("the certificate lists properties more than once: "
+                              + ", ".join(duplicates))
+    if not doc.properties:
+        check.problems.append("the certificate claims no property")
+    missing = [p.name for p in system.properties if p.name not in doc.properties]
+    if missing:
+        check.notes.append("not covered by this certificate: " + ", ".join(missing))
+    if doc.invariant_sha256 != invariant_digest(doc.smtlib2, doc.readable):
+        check.problems.append("the invariant was edited after the certificate was written "
+                              "(its checksum does not match)")
+
+
+def _check_all_sizes(doc: CertificateDocument, system: System, check: CertificateCheck,
+                     timeout: float) -> None:
+    """Re-check an all-sizes certificate (:mod:`kvspec.proofs.parametric`) for every
+    number of requests and pages: initiation, consecution and safety of its quantified
+    clauses on the model's parametric transition system."""
+    from kvspec.proofs.parametric.values import Unsupported
+    from kvspec.proofs.parametric.engine import recheck
+    from kvspec.proofs.parametric.model import fixed_sizes
+
+    check.kind = KIND_ALL_SIZES
+    fixed = fixed_sizes(system)
+    if doc.model_name != system.name:
+        check.problems.append(f"the certificate is for the model {doc.model_name!r}, not "
+                              f"{system.name!r}")
+    if doc.sizes != fixed:
+        check.problems.append(f"the certificate is for every number of requests and pages at "
+                              f"{doc.sizes}, not at {fixed}")
+    if doc.model_sha256 != system.loaded.sha256:
+        check.notes.append("made for another version of the model: re-checked against this "
+                           "version")
+    _claims(doc, system, check)
+    wanted = [p.name for p in system.properties if p.name in doc.properties]
+    try:
+        res, n = recheck(system, doc.smtlib2, doc.readable, wanted, timeout)
+    except CertificateError as exc:
+        check.problems.append(f"the invariant cannot be checked: {exc}")
+        return
+    except Unsupported as exc:
+        check.problems.append(f"the model has no reading for every size: {exc}")
+        return
+    check.clauses = n
+    check.quantified_clauses = n
+    check.problems.extend(res.problems)
+    check.undecided = res.unknown > 0
+    if doc.clauses != n:
+        check.problems.append(f"the certificate says the invariant has {doc.clauses} clauses, "
+                              f"but its SMT-LIB2 text asserts {n}")
+    if not res.problems:
+        check.passed.append(f"for every number of requests and pages: initiation, consecution "
+                            f"over every action and safety of all {n} clauses "
+                            f"({res.queries} queries)")
+    check.properties = [p for p in wanted if p in res.proved]
+    check.ok = not check.problems and bool(wanted) and set(check.properties) == set(wanted)
 
 
 def verify_invariant(system: System, invariant: Invariant, properties: list[str],

@@ -1,0 +1,255 @@
+"""``--engine all-sizes``: proofs for every number of requests and pages.
+
+1. The size-specific proof first: a stored size-specific certificate that
+   re-checks, else PDR (:mod:`kvspec.engines.pdr`) at the requested sizes. Its
+   verdicts are the fallback for everything that follows.
+2. The model's parametric reading (:mod:`kvspec.proofs.parametric.model`); a
+   construct outside the fragment is reported with its file and line.
+3. The size-specific invariant's clauses generalised to ``for all`` clauses
+   (:mod:`kvspec.proofs.parametric.generalise`), then a Houdini search over them
+   on the parametric system (:mod:`kvspec.proofs.parametric.induction`): what
+   stays is inductive for every size.
+4. A property the result excludes is ``PROVED (all sizes, inductive invariant, N
+   clauses)``; the invariant is then re-checked exactly as a stored all-sizes
+   certificate would be, and with ``--save-proof`` written as one
+   (``…requests=all,pages=all,….json``, ``"kind": "all-sizes"``). Every other
+   property keeps its size-specific verdict, with the reason attached.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import z3
+
+from kvspec.lang.system import System
+from kvspec.proofs.parametric.values import Unsupported
+from kvspec.proofs.parametric.generalise import QClause, generalise
+from kvspec.proofs.parametric.induction import QUERY_TIMEOUT_S, InductionResult, check_invariant
+from kvspec.proofs.parametric.model import ParamModel, fixed_sizes, id_size_names, \
+    parametric_model
+from kvspec.proofs.parametric.smtlib import parse, to_smtlib2
+from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
+
+ProgressFn = Callable[[int, int, float, str], None]
+
+#: the verdict method of a proof for every size
+ALL_SIZES = "all sizes"
+KIND_ALL_SIZES = "all-sizes"
+
+
+@dataclass
+class AllSizesProof:
+    """The outcome of step 2-4 for one model."""
+
+    model: ParamModel | None = None
+    clauses: list[QClause] = field(default_factory=list)
+    proved: list[str] = field(default_factory=list)
+    why_not: str = ""  # why nothing (more) was proved for every size
+    rejected: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    queries: int = 0
+
+
+def all_sizes_name(system: System) -> str:
+    """``patched.PatchedPD.requests=all,pages=all,prefill_capacity=2,max_need=3.json``."""
+    from kvspec.proofs.certificate import certificate_name
+
+    ids = id_size_names(system)
+    sizes = ",".join(f"{k}={'all' if k in ids else v}" for k, v in system.sizes.items())
+    stem = certificate_name(system).rsplit(".json", 1)[0]
+    head = stem[:len(stem) - len(",".join(f"{k}={v}" for k, v in system.sizes.items()))]
+    return f"{head}{sizes}.json"
+
+
+def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
+                    properties: list[str], *, deadline: float | None = None) -> AllSizesProof:
+    """Steps 2-4 (module docstring) from size-specific ``(formula, label)`` clauses."""
+    start = time.monotonic()
+    out = AllSizesProof()
+    try:
+        model = parametric_model(system)
+    except Unsupported as exc:
+        out.why_not = str(exc)
+        out.seconds = time.monotonic() - start
+        return out
+    out.model = model
+    gen = generalise(system, model.sorts, model.symbols, clauses)
+    out.rejected = gen.rejected
+    res = check_invariant(model, gen.clauses, properties, houdini=True, deadline=deadline)
+    out.dropped = res.dropped
+    out.queries = res.queries
+    if res.problems:
+        out.why_not = "; ".join(res.problems)
+    elif res.proved:
+        final = check_invariant(model, [c for c in res.kept], res.proved, houdini=False,
+                                deadline=deadline)
+        out.queries += final.queries
+        if final.problems or sorted(final.proved) != sorted(res.proved):
+            out.why_not = "the invariant did not re-check: " + "; ".join(final.problems)
+        else:
+            out.proved = list(res.proved)
+            out.clauses = _dedupe(res.kept)
+    missing = [p for p in properties if p not in out.proved]
+    if missing and not out.why_not:
+        out.why_not = ("the generalised invariant does not exclude their violations for every "
+                       "size" + (f" ({len(out.dropped)} clauses were not inductive for every "
+                                 "size)" if out.dropped else ""))
+    out.seconds = time.monotonic() - start
+    return out
+
+
+def _dedupe(clauses: list[QClause]) -> list[QClause]:
+    seen: set[str] = set()
+    out = []
+    for c in clauses:
+        key = c.formula.sexpr()
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def write_all_sizes(system: System, proof: AllSizesProof, proofs_dir: Path,
+                    stats: dict[str, Any]) -> Path:
+    from kvspec.proofs.certificate import CERT_FORMAT, invariant_digest, library_sha256
+
+    assert proof.model is not None
+    smt = to_smtlib2(proof.model, proof.clauses)
+    readable = [c.label for c in proof.clauses]
+    loaded = system.loaded
+    doc = {
+        "format": CERT_FORMAT,
+        "kind": KIND_ALL_SIZES,
+        "model": {"name": system.name, "file": loaded.file, "sha256": loaded.sha256},
+        "library_sha256": library_sha256(),
+        "sizes": fixed_sizes(system),
+        "all_sizes": list(id_size_names(system)),
+        "properties": list(proof.proved),
+        "method": "template inference generalised to every size",
+        "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "invariant": {"clauses": len(proof.clauses), "readable": readable, "smtlib2": smt,
+                      "sha256": invariant_digest(smt, readable)},
+        "stats": stats,
+    }
+    path = Path(proofs_dir) / all_sizes_name(system)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path
+
+
+def recheck(system: System, smtlib2: str, readable: list[str] | None, properties: list[str],
+            timeout: float = QUERY_TIMEOUT_S) -> tuple[InductionResult, int]:
+    """Check a stored all-sizes invariant from scratch: (result, clauses); ``timeout``
+    bounds each query. Raises CertificateError when the text cannot be read,
+    Unsupported when the model has no parametric reading."""
+    model = parametric_model(system)
+    clauses = parse(smtlib2, model, readable)
+    res = check_invariant(model, clauses, properties, houdini=False, timeout=timeout)
+    return res, len(clauses)
+
+
+# -- the engine ------------------------------------------------------------------------------
+
+def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, proofs_dir: Path,
+                  progress: ProgressFn | None = None, symmetry: bool = True,
+                  max_states: int | None = None) -> EngineOutcome:
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    props = [p.name for p in system.properties]
+    base, clauses, extra = _size_specific(system, timeout, save_proof, proofs_dir, progress,
+                                          symmetry, max_states)
+    verdicts = {v.prop: v for v in base}
+    if progress is not None:
+        progress(0, 0, time.monotonic() - start, "all sizes")
+    holding = [p for p in props if verdicts[p].status in (Status.PROVED, Status.HOLDS)]
+    proof = AllSizesProof(why_not="no size-specific invariant to generalise")
+    if clauses and holding:
+        proof = prove_all_sizes(system, clauses, holding, deadline=deadline)
+    note = ""
+    if proof.proved and save_proof:
+        path = write_all_sizes(system, proof, proofs_dir,
+                               {"seconds": round(proof.seconds, 2), "queries": proof.queries})
+        note = f", saved to {path}"
+        extra["all_sizes_certificate"] = str(path)
+    for name in props:
+        if name in proof.proved:
+            verdicts[name] = Verdict(name, Status.PROVED, ALL_SIZES,
+                                     f"inductive invariant, {len(proof.clauses)} clauses{note}")
+        elif verdicts[name].status is not Status.VIOLATED and proof.why_not:
+            v = verdicts[name]
+            v.detail = "; ".join(x for x in (v.detail, f"not for all sizes: {proof.why_not}") if x)
+    extra["all_sizes"] = {"proved": proof.proved, "clauses": len(proof.clauses),
+                          "seconds": round(proof.seconds, 3), "queries": proof.queries,
+                          "not_generalised": proof.rejected, "not_inductive": proof.dropped,
+                          "why_not": proof.why_not}
+    stats = Stats(seconds=time.monotonic() - start)
+    stats.extra["all-sizes"] = extra
+    return EngineOutcome([verdicts[p] for p in props], stats, KIND_ALL_SIZES)
+
+
+def _size_specific(system: System, timeout: float | None, save_proof: bool, proofs_dir: Path,
+                   progress: ProgressFn | None, symmetry: bool, max_states: int | None
+                   ) -> tuple[list[Verdict], list[tuple[z3.BoolRef, str]], dict[str, Any]]:
+    """Size-specific verdicts and the clauses of their invariant (step 1)."""
+    from kvspec.proofs.certificate import check_certificate, size_specific_path
+    from kvspec.proofs.clauses import CertificateError, parse_invariant
+    from kvspec.proofs.certificate import load_certificate
+
+    extra: dict[str, Any] = {}
+    stored = size_specific_path(system, proofs_dir)
+    if stored.is_file():
+        check = check_certificate(stored, system)
+        if check.ok and set(check.properties) == {p.name for p in system.properties}:
+            doc = load_certificate(stored)
+            clauses = parse_invariant(doc.smtlib2, system.state_vars(), doc.readable)
+            extra["size_specific"] = f"certificate {stored} re-checked"
+            return ([Verdict(n, Status.PROVED, "certificate re-checked") for n in check.properties],
+                    [(c.formula, c.label) for c in clauses], extra)
+    from kvspec.engines.pdr import run_pdr
+
+    with tempfile.TemporaryDirectory(prefix="kvspec-proofs-") as tmp:
+        where = proofs_dir if save_proof else Path(tmp)
+        out = run_pdr(system, timeout=timeout, save_proof=True, proofs_dir=where,
+                      progress=progress, symmetry=symmetry, max_states=max_states)
+        extra["pdr"] = out.stats.extra.get("pdr", {})
+        clauses: list[tuple[z3.BoolRef, str]] = []
+        path = size_specific_path(system, where)
+        if path.is_file():
+            try:
+                doc = load_certificate(path)
+                parsed = parse_invariant(doc.smtlib2, system.state_vars(), doc.readable)
+                clauses = [(c.formula, c.label) for c in parsed]
+            except CertificateError:
+                clauses = []
+        verdicts = out.verdicts
+        if not save_proof:
+            for v in verdicts:
+                v.detail = v.detail.replace(f", saved to {path}", "")
+    return verdicts, clauses, extra
+
+
+def mark_all_sizes(outcome: EngineOutcome) -> EngineOutcome:
+    """``auto``: say so when the certificate it re-checked is an all-sizes one."""
+    stages = outcome.stats.extra.get("auto", [])
+    for st in stages:
+        if st.get("stage") == "certificate" and st.get("ok") and is_all_sizes(st.get("path")):
+            for v in outcome.verdicts:
+                if v.method == "certificate re-checked" and v.status is Status.PROVED:
+                    v.detail = ALL_SIZES
+    return outcome
+
+
+def is_all_sizes(path: Any) -> bool:
+    """Whether ``path`` is a file holding an all-sizes certificate."""
+    try:
+        doc = json.loads(Path(str(path)).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("kind") == KIND_ALL_SIZES

@@ -1,0 +1,210 @@
+"""From a size-specific invariant to clauses quantified over every request and page.
+
+A size-specific invariant (a certificate's SMT-LIB2 text) asserts, for a clause
+such as ``for all p, r: phase[r] != NEW or owner[p] != r``, one instance per
+choice of ids: ``(or (not (= |phase[r1]| 0)) (not (= |owner[2]| 1)))``. Lifting an
+instance replaces each id it mentions — in a slot name, or as the value a
+reference is compared with — by a variable of the id's sort (distinct ids by
+distinct variables), the integer encoding of references by elements of the sorts
+(``-1`` by ``none``), and each slot by the state function applied to those
+variables. Instances that lift to the same clause are one ``for all`` clause —
+accepted only if the invariant has an instance for *every* choice of distinct ids
+at its size; a clause that is not uniform across instances (a Spacer lemma, a
+clause about one particular request) is rejected with the reason.
+
+Nothing here needs to be right for a proof to be sound: the lifted clauses are
+only candidates, checked from scratch by :mod:`kvspec.proofs.parametric.induction`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from kvspec.lang.declare import SCALAR
+from kvspec.lang.schema import VarInfo
+from kvspec.lang.system import System
+from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST
+from kvspec.proofs.parametric.values import Sorts
+
+
+class NotLiftable(Exception):
+    """An instance that has no parametric reading (the reason is the message)."""
+
+
+@dataclass
+class QClause:
+    """A universally quantified clause over the parametric state."""
+
+    formula: z3.BoolRef
+    label: str
+    instances: int = 0
+
+
+@dataclass
+class Generalised:
+    clauses: list[QClause] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)  # why a clause did not generalise
+
+
+def slot_map(system: System) -> dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]]:
+    """Slot name (``phase[r0]``, ``page_inflight_by[2,r1]``) -> variable and ids."""
+    out: dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]] = {}
+    for v in system.schema.vars:
+        for i in range(v.length):
+            if v.dim == SCALAR:
+                ids: tuple[tuple[str, int], ...] = ()
+            elif v.dim == PAGE_BY_REQUEST:
+                p, r = divmod(i, v.row)
+                ids = ((PAGE, p), (REQUEST, r))
+            else:
+                ids = ((v.dim, i),)
+            out[v.label(None if v.dim == SCALAR else i)] = (v, ids)
+    return out
+
+
+class _Lifter:
+    def __init__(self, sorts: Sorts, symbols: dict[str, Any],
+                 slots: dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]]) -> None:
+        self.sorts = sorts
+        self.symbols = symbols
+        self.slots = slots
+        self.ids: dict[tuple[str, int], z3.ExprRef] = {}
+        self.order: list[tuple[str, int]] = []
+
+    def idvar(self, dim: str, k: int) -> z3.ExprRef:
+        key = (dim, k)
+        if key not in self.ids:
+            n = sum(1 for d, _ in self.order if d == dim)
+            self.ids[key] = z3.Const(f"{dim[0]}{n}", self.sorts.sort[dim])
+            self.order.append(key)
+        return self.ids[key]
+
+    def is_ref(self, t: Any) -> bool:
+        return isinstance(t, z3.ExprRef) and self.sorts.dim_of_sort(t.sort()) is not None
+
+    def as_ref(self, t: Any, dim: str) -> z3.ExprRef:
+        if self.is_ref(t):
+            return t  # type: ignore[no-any-return]
+        if z3.is_int_value(t):
+            k = t.as_long()
+            return self.sorts.nil[dim] if k < 0 else self.idvar(dim, k)
+        raise NotLiftable(f"{t} compared with an id")
+
+    def lift(self, t: z3.ExprRef) -> Any:  # noqa: C901 - one case per operator
+        if z3.is_quantifier(t):
+            raise NotLiftable("a quantifier in a size-specific clause")
+        if z3.is_int_value(t) or z3.is_true(t) or z3.is_false(t):
+            return t
+        if not z3.is_app(t):
+            raise NotLiftable(f"unsupported term {t}")
+        d = t.decl()
+        kind = d.kind()
+        if kind == z3.Z3_OP_UNINTERPRETED and t.num_args() == 0:
+            name = d.name()
+            if name not in self.slots:
+                raise NotLiftable(f"unknown symbol {name}")
+            v, ids = self.slots[name]
+            sym = self.symbols[v.name]
+            if not ids:
+                return sym
+            return sym(*[self.idvar(dim, k) for dim, k in ids])
+        if kind == z3.Z3_OP_UMINUS and z3.is_int_value(t.arg(0)):
+            return z3.IntVal(-t.arg(0).as_long())
+        args = [self.lift(a) for a in t.children()]
+        if kind in (z3.Z3_OP_EQ, z3.Z3_OP_DISTINCT):
+            refs = [a for a in args if self.is_ref(a)]
+            if refs:
+                dim = self.sorts.dim_of_sort(refs[0].sort())
+                assert dim is not None
+                args = [self.as_ref(a, dim) for a in args]
+            return args[0] == args[1] if kind == z3.Z3_OP_EQ and len(args) == 2 \
+                else z3.Distinct(*args)
+        if kind == z3.Z3_OP_ITE:
+            c, a, b = args
+            if self.is_ref(a) or self.is_ref(b):
+                dim = self.sorts.dim_of_sort((a if self.is_ref(a) else b).sort())
+                assert dim is not None
+                a, b = self.as_ref(a, dim), self.as_ref(b, dim)
+            return z3.If(c, a, b)
+        if any(self.is_ref(a) for a in args):
+            raise NotLiftable(f"arithmetic or order on ids in {_short(t)}")
+        if kind == z3.Z3_OP_AND:
+            return z3.And(*args)
+        if kind == z3.Z3_OP_OR:
+            return z3.Or(*args)
+        if kind == z3.Z3_OP_NOT:
+            return z3.Not(args[0])
+        if kind == z3.Z3_OP_IMPLIES:
+            return z3.Implies(args[0], args[1])
+        try:
+            return d(*args)
+        except z3.Z3Exception as exc:
+            raise NotLiftable(f"cannot lift {_short(t)}: {exc}") from None
+
+
+def _short(t: z3.ExprRef, limit: int = 80) -> str:
+    text = " ".join(t.sexpr().split())
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
+def quantify(sorts: Sorts, xs: list[z3.ExprRef], body: z3.BoolRef) -> z3.BoolRef:
+    """``for all distinct ids xs: body`` (ids: not the None elements)."""
+    if not xs:
+        return body
+    pre = [sorts.real(x) for x in xs]
+    for dim in (REQUEST, PAGE):
+        same = [x for x in xs if x.sort() == sorts.sort[dim]]
+        if len(same) > 1:
+            pre.append(z3.Distinct(*same))
+    return z3.ForAll(xs, z3.Implies(z3.And(*pre), body))
+
+
+def pieces(f: z3.BoolRef) -> list[z3.BoolRef]:
+    return list(f.children()) if z3.is_and(f) else [f]
+
+
+def generalise(system: System, sorts: Sorts, symbols: dict[str, Any],
+               clauses: list[tuple[z3.BoolRef, str]]) -> Generalised:
+    """Lift the size-specific ``(formula, label)`` clauses (module docstring)."""
+    slots = slot_map(system)
+    counts = system.schema.counts
+    groups: dict[str, tuple[z3.BoolRef, str, set[tuple[int, ...]], dict[str, int]]] = {}
+    order: list[str] = []
+    out = Generalised()
+    for index, (formula, label) in enumerate(clauses, 1):
+        try:
+            lifted = []
+            for piece in pieces(formula):
+                lifter = _Lifter(sorts, symbols, slots)
+                body = lifter.lift(piece)
+                if not z3.is_bool(body):
+                    raise NotLiftable("not a Boolean clause")
+                xs = [lifter.ids[k] for k in lifter.order]
+                q = quantify(sorts, xs, body)
+                per_dim: dict[str, int] = {}
+                for dim, _ in lifter.order:
+                    per_dim[dim] = per_dim.get(dim, 0) + 1
+                lifted.append((q, tuple(k for _, k in lifter.order), per_dim))
+        except NotLiftable as exc:
+            out.rejected.append(f"clause {index} ({label}): {exc}")
+            continue
+        for q, binding, per_dim in lifted:
+            key = q.sexpr()
+            if key not in groups:
+                groups[key] = (q, label, set(), per_dim)
+                order.append(key)
+            groups[key][2].add(binding)
+    for key in order:
+        q, label, seen, per_dim = groups[key]
+        expected = 1
+        for dim, k in per_dim.items():
+            expected *= math.perm(counts.get(dim, 0), k)
+        if len(seen) != expected:
+            out.rejected.append(f"{label}: not uniform across ids ({len(seen)} of the "
+                                f"{expected} instances at this size)")
+            continue
+        out.clauses.append(QClause(q, label, expected))
+    return out

@@ -1,0 +1,290 @@
+"""A model as one transition system for every number of requests and pages.
+
+:func:`parametric_model` checks that a compiled :class:`~kvspec.lang.system.System`
+can be read for every size — its bodies are inside the fragment of
+:mod:`kvspec.proofs.parametric.encode`, nothing in it depends on the number of
+requests or pages, its initial state is the same for every id, and the functions
+between id sorts have no cycle (so the checks stay in EPR, the decidable fragment
+Ivy and mypyvy use) — and builds the state symbols, the initial state, one
+parametric step per action and the bad states of every property. Anything that
+stands in the way is an :class:`~kvspec.proofs.parametric.encode.Unsupported`
+naming the model line.
+
+Sizes that are not id spaces (``prefill_capacity``, ``max_need``) keep the values
+the system was compiled with: a proof is for every number of requests and pages
+at those values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from kvspec.lang import ir
+from kvspec.lang.declare import SCALAR
+from kvspec.lang.errors import ModelError, UsageError
+from kvspec.lang.schema import VarInfo
+from kvspec.lang.system import Property, System
+from kvspec.lang.types import PAGE, REQUEST
+from kvspec.proofs.parametric.encode import ParamExec, Step
+from kvspec.proofs.parametric.values import Sorts, Unsupported, View, var_dims
+
+
+@dataclass
+class ParamModel:
+    system: System
+    sorts: Sorts
+    vars: list[VarInfo]
+    symbols: dict[str, Any]  # name -> z3 constant (scalar) or FuncDeclRef (array)
+    init: View
+    steps: list[tuple[str, Step]] = field(default_factory=list)
+    bad: dict[str, z3.BoolRef] = field(default_factory=dict)
+    inv_errors: list[tuple[z3.BoolRef, str]] = field(default_factory=list)
+
+    @property
+    def fixed_sizes(self) -> dict[str, int]:
+        """The size parameters that are not id spaces (kept at their values)."""
+        return fixed_sizes(self.system)
+
+    def pre_view(self) -> View:
+        return view_of(self.symbols, self.vars)
+
+    def value_sort(self, v: VarInfo) -> z3.SortRef:
+        return self.sorts.of_type(v.type)
+
+
+def id_size_names(system: System) -> dict[str, str]:
+    """Size parameter name -> id space, for the sizes that count requests and pages."""
+    out: dict[str, str] = {}
+    for s in system.loaded.decl.sizes:
+        if s.dim in (REQUEST, PAGE):
+            out[s.name] = s.dim
+    return out
+
+
+def fixed_sizes(system: System) -> dict[str, int]:
+    ids = id_size_names(system)
+    return {k: v for k, v in system.sizes.items() if k not in ids}
+
+
+def view_of(symbols: dict[str, Any], vars_: list[VarInfo]) -> View:
+    out: View = {}
+    for v in vars_:
+        sym = symbols[v.name]
+        if v.dim == SCALAR:
+            out[v.name] = sym
+        else:
+            out[v.name] = (lambda *a, s=sym: s(*a))
+    return out
+
+
+def make_symbols(sorts: Sorts, vars_: list[VarInfo], suffix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for v in vars_:
+        rng = sorts.of_type(v.type)
+        name = v.name + suffix
+        dims = var_dims(v)
+        if not dims:
+            out[v.name] = z3.Const(name, rng)
+        else:
+            out[v.name] = z3.Function(name, *[sorts.sort[d] for d in dims], rng)
+    return out
+
+
+def parametric_model(system: System, *, bigger: System | None = None) -> ParamModel:
+    """The parametric reading of ``system`` (see the module docstring). ``bigger``: the
+    same model compiled with more requests and pages, to find what depends on them
+    (None: compiled here)."""
+    _check_symmetric(system)
+    if bigger is None:
+        bigger = _bigger(system)
+    if bigger is not None:
+        _check_size_independent(system, bigger)
+    vars_ = [v for v in system.schema.vars]
+    _check_sort_graph(system, vars_)
+    sorts = Sorts.make()
+    symbols = make_symbols(sorts, vars_)
+    init = _initial(system, sorts, vars_)
+    model = ParamModel(system, sorts, vars_, symbols, init)
+    flags = {p.name: f"violated:{p.name}" for p in system.properties if p.flag is not None}
+    by_name = {v.name: v for v in vars_}
+    ex = ParamExec(sorts, by_name, flags)
+    pre = model.pre_view()
+    for a in system.actions:
+        model.steps.append((a.name, ex.run_action(pre, a.ir, a.params, system.handlers)))
+    for p in system.properties:
+        model.bad[p.name] = _bad(ex, pre, p, model)
+    return model
+
+
+def _bad(ex: ParamExec, pre: View, p: Property, model: ParamModel) -> z3.BoolRef:
+    if p.flag is not None:
+        return pre[f"violated:{p.name}"]  # type: ignore[no-any-return]
+    assert p.ir is not None
+    value, errors = ex.evaluate(pre, p.ir)
+    model.inv_errors.extend(errors)
+    return z3.Not(value)
+
+
+def _check_symmetric(system: System) -> None:
+    for dim, reasons in system.symmetry_breaks.items():
+        if reasons:
+            where, _, why = reasons[0].partition(": ")
+            raise Unsupported(_full_path(system, where),
+                              f"{why} (the {dim} ids are not interchangeable)")
+
+
+def _full_path(system: System, short: str) -> str:
+    """``file.py:12`` (as the symmetry analysis records it) with the model's path."""
+    name, _, line = short.partition(":")
+    for f in system.files:
+        if f.endswith("/" + name) or f == name:
+            return f"{f}:{line}"
+    return short
+
+
+def _bigger(system: System) -> System | None:
+    from kvspec.lang.system import compile_model
+
+    ids = id_size_names(system)
+    over = {k: v + 1 for k, v in system.sizes.items() if k in ids}
+    if not over:
+        return None
+    props = [p.name for p in system.properties]
+    try:
+        return compile_model(system.loaded, {**system.sizes, **over}, props,
+                             inflight_bound=system.inflight_bound)
+    except ModelError as exc:
+        where = f"{exc.file or system.loaded.file}:{exc.line or 0}"
+        raise Unsupported(where, f"the model cannot be compiled with more requests and pages "
+                                 f"({exc.message})") from None
+    except UsageError as exc:
+        raise Unsupported(system.loaded.file, f"the model cannot be compiled with more "
+                                              f"requests and pages ({exc})") from None
+
+
+def _constants(system: System) -> list[tuple[str, int, Any]]:
+    """(file, line, value) of every int constant, loop range and type in the bodies, leaving
+    out what an id space's size legitimately changes (the row of a (page, request) index)."""
+    out: list[tuple[str, int, Any]] = []
+    seen: set[int] = set()
+
+    def index(var: VarInfo, e: ir.Expr, fn: ir.Function) -> None:
+        if var.dim not in (SCALAR, REQUEST, PAGE) and isinstance(e, ir.Arith) \
+                and isinstance(e.a, ir.Arith):
+            visit(e.a.a, fn)
+            visit(e.b, fn)
+        else:
+            visit(e, fn)
+
+    def visit(e: ir.Expr, fn: ir.Function) -> None:
+        if isinstance(e, ir.Load) and e.index is not None:
+            index(e.var, e.index, fn)
+            return
+        if isinstance(e, ir.VecOf) and e.row is not None:
+            visit(e.row, fn)
+            return
+        if isinstance(e, ir.Const) and not isinstance(e.ty, (ir.RefT, ir.NoneT)):
+            out.append((fn.file, e.line, e.value))
+        if isinstance(e, ir.Fold) and not isinstance(e.domain.ty, ir.RefT):
+            out.append((fn.file, e.line, tuple(e.domain.values)))
+        if isinstance(e, ir.Call):
+            walk(e.fn)
+        for x in ir.sub_exprs(e):
+            visit(x, fn)
+
+    def walk(fn: ir.Function) -> None:
+        if id(fn) in seen:
+            return
+        seen.add(id(fn))
+        for st in ir.walk_stmts(fn.body):
+            if isinstance(st, ir.For) and not isinstance(st.domain.ty, ir.RefT):
+                out.append((fn.file, st.line, tuple(st.domain.values)))
+            if isinstance(st, ir.Store) and st.index is not None:
+                index(st.var, st.index, fn)
+                visit(st.value, fn)
+                continue
+            for x in ir.stmt_exprs(st):
+                visit(x, fn)
+
+    for a in system.actions:
+        walk(a.ir)
+    for p in system.properties:
+        if p.ir is not None:
+            walk(p.ir)
+    for hs in system.handlers.values():
+        for h in hs:
+            walk(h)
+    return out
+
+
+def _check_size_independent(system: System, bigger: System) -> None:
+    ids = ", ".join(f"{k}" for k in id_size_names(system))
+    for v, w in zip(system.schema.vars, bigger.schema.vars):
+        if v.type.describe() != w.type.describe() and v.type.kind != "ref":
+            raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
+                              f"the type of {v.name} depends on the number of ids ({ids})")
+    for v, w in zip(system.schema.vars, bigger.schema.vars):
+        mine = set(system.initial[v.offset:v.offset + v.length])
+        theirs = set(bigger.initial[w.offset:w.offset + w.length])
+        if v.type.kind != "ref" and mine != theirs:
+            raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
+                              f"the initial value of {v.name} depends on the number of ids "
+                              f"({ids})")
+    for a, b in zip(system.actions, bigger.actions):
+        for (n, t), (_, u) in zip(a.params, b.params):
+            if t.kind != "ref" and t.describe() != u.describe():
+                raise Unsupported(f"{a.ir.file}:{a.ir.line}", f"the type of parameter {n} of "
+                                  f"{a.name} depends on the number of ids ({ids})")
+    mine, theirs = _constants(system), _constants(bigger)
+    for x, y in zip(mine, theirs):
+        if x != y:
+            raise Unsupported(f"{x[0]}:{x[1]}", f"a value that depends on the number of ids "
+                                                f"({ids})")
+    if len(mine) != len(theirs):
+        raise Unsupported(system.loaded.file, f"the model's code depends on the number of ids "
+                                              f"({ids})")
+
+
+def _check_sort_graph(system: System, vars_: list[VarInfo]) -> None:
+    """Functions from one id sort into another must not form a cycle (EPR)."""
+    edges: dict[str, set[str]] = {REQUEST: set(), PAGE: set()}
+    first: dict[tuple[str, str], VarInfo] = {}
+    for v in vars_:
+        if v.type.kind != "ref":
+            continue
+        for d in var_dims(v):
+            target = v.type.ref_dim or REQUEST
+            if d != target:
+                edges[d].add(target)
+                first.setdefault((d, target), v)
+    if PAGE in edges[REQUEST] and REQUEST in edges[PAGE]:
+        v = first[(REQUEST, PAGE)]
+        raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
+                          f"{v.name} maps requests to pages while another variable maps pages "
+                          "to requests (a cycle between the id sorts leaves EPR)")
+
+
+def _initial(system: System, sorts: Sorts, vars_: list[VarInfo]) -> View:
+    out: View = {}
+    for v in vars_:
+        values = system.initial[v.offset:v.offset + v.length]
+        if len(set(values)) > 1:
+            raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
+                              f"the initial value of {v.name} differs between ids")
+        raw = values[0] if values else (v.type.domain()[0])
+        if v.type.kind == "bool":
+            term: z3.ExprRef = z3.BoolVal(bool(raw))
+        elif v.type.kind == "ref":
+            if raw != -1:
+                raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
+                                  f"the initial value of {v.name} is a literal id")
+            term = sorts.nil[v.type.ref_dim or REQUEST]
+        else:
+            term = z3.IntVal(int(raw))
+        if v.dim == SCALAR:
+            out[v.name] = term
+        else:
+            out[v.name] = (lambda *a, t=term: t)
+    return out

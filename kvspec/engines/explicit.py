@@ -215,7 +215,8 @@ class ExplicitOutcome:
     stopped_during: str = ""
 
 
-def _peak_mb() -> float:
+def peak_mb() -> float:
+    """The peak resident memory of this process, in MB (a native search runs in it too)."""
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
 
@@ -369,7 +370,7 @@ def outcome_of(system: System, report: SymmetryReport, canon: Canonicalizer | No
             verdicts.append(Verdict(p.name, Status.UNKNOWN, "explicit",
                                     f"{why} after {len(states)} states, depth {depth}"))
     stats = Stats(states=len(states), transitions=transitions, depth=depth,
-                  seconds=elapsed, peak_memory_mb=_peak_mb())
+                  seconds=elapsed, peak_memory_mb=peak_mb())
     stats.symmetry = report.to_json()
     stats.extra["explicit"] = {"complete": exhausted, "stopped": stopped}
     counted = _concrete_count(canon, states, deadline) \
@@ -394,7 +395,7 @@ def _cut_short(system: System, symmetry: bool, why: str, elapsed: float) -> Expl
     """The outcome of a search that ran out of time before exploring anything."""
     verdicts = [Verdict(p.name, Status.UNKNOWN, "explicit", f"{why}, before the search")
                 for p in system.properties]
-    stats = Stats(seconds=elapsed, peak_memory_mb=_peak_mb())
+    stats = Stats(seconds=elapsed, peak_memory_mb=peak_mb())
     stats.symmetry = {"enabled": symmetry, "requests": False, "pages": False,
                       "reasons": ["the symmetry analysis did not finish in time"]}
     stats.extra["explicit"] = {"complete": False, "stopped": TIMEOUT}

@@ -43,6 +43,9 @@ def explore(system: System, *, backend: str | None = None, symmetry: bool = True
     ``stop_at_first``: stop at the first violation of any property (still a shortest
     one for it); ``fingerprint``: 64-bit hash compaction (native only)."""
     chosen = backend or default_backend()
+    if backend is None and chosen == "python" and warn is not None:
+        warn("no C compiler found (cc, gcc or clang; or set CC); using the Python explicit "
+             "engine")
     if chosen not in BACKENDS:
         raise ValueError(f"unknown backend {chosen!r} (one of {', '.join(BACKENDS)})")
     if chosen == "native":

@@ -1,10 +1,11 @@
 """Compiling the generated search with the system C compiler, cached.
 
-The shared object is named by a hash of the generated source (which holds the
-model's terms, its sizes and the symmetry built in), the compiler's identity and
-the generator version, and kept in ``$KVSPEC_CACHE_DIR`` (default
-``~/.cache/kvspec/native``): a second run of the same model at the same sizes
-loads it without compiling.
+The shared object is named by :func:`cache_key`: a hash of the model (its files,
+class, sizes, selected properties, state layout and instances), the symmetry built
+in, the sources of kvspec that give the terms their meaning (the generator
+version), the compiler's identity and flags. It is kept in ``$KVSPEC_CACHE_DIR``
+(default ``~/.cache/kvspec/native``) with a small JSON file describing its layout,
+so a second run of the same model at the same sizes neither generates nor compiles.
 """
 from __future__ import annotations
 
@@ -19,12 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvspec.engines.native.codegen import GENERATOR_VERSION
+from kvspec.lang.system import System
 
-__all__ = ["BuildError", "Built", "cache_dir", "compile_source", "find_compiler"]
+__all__ = ["BuildError", "Built", "cache_dir", "cache_key", "cached", "compile_source",
+           "find_compiler"]
 
 #: compiler flags; -O1 past this many bytes of source keeps the build step short
 FLAGS = ["-O2", "-shared", "-fPIC", "-fno-strict-aliasing", "-w"]
-LARGE_SOURCE = 2_000_000
+LARGE_SOURCE = 1_000_000
 
 
 class BuildError(Exception):
@@ -70,8 +73,47 @@ def find_compiler() -> tuple[str, str] | None:
     return None
 
 
-def compile_source(source: str, *, directory: Path | None = None) -> Built:
-    """The shared object for ``source``, compiled unless the cache has it."""
+@functools.lru_cache(maxsize=1)
+def _generator_hash() -> str:
+    """The kvspec sources that decide what the generated code means."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256(GENERATOR_VERSION.encode())
+    for pattern in ("lang/*.py", "props/*.py", "engines/transition.py", "engines/canon.py",
+                    "engines/native/*.py", "engines/native/*.c"):
+        for path in sorted(root.glob(pattern)):
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def cache_key(system: System, symmetry: tuple[bool, bool]) -> str:
+    """What the compiled search depends on (see the module docstring)."""
+    found = find_compiler()
+    ident = found[1] if found is not None else "none"
+    h = hashlib.sha256()
+    for part in (_generator_hash(), ident, " ".join(FLAGS), system.loaded.decl.name,
+                 repr(sorted(system.sizes.items())), repr(symmetry),
+                 repr([p.name for p in system.properties]), repr(system.initial),
+                 repr([(v.name, v.dim, v.offset, v.length, v.type.kind, tuple(v.type.domain()))
+                       for v in system.schema.vars]),
+                 repr([i.label() for i in system.instances]), repr(system.inflight_bound)):
+        h.update(part.encode() + b"\0")
+    for f in sorted(system.files):
+        try:
+            h.update(Path(f).read_bytes())
+        except OSError:
+            h.update(f.encode())
+    return h.hexdigest()[:24]
+
+
+def cached(key: str, directory: Path | None = None) -> tuple[Path, Path] | None:
+    """The shared object and layout description cached under ``key``, if both exist."""
+    where = directory if directory is not None else cache_dir()
+    lib, meta = where / f"kvspec-{key}.so", where / f"kvspec-{key}.json"
+    return (lib, meta) if lib.is_file() and meta.is_file() else None
+
+
+def compile_source(source: str, key: str, meta: str, *, directory: Path | None = None) -> Built:
+    """Compile ``source`` into the cache under ``key``, with ``meta`` (JSON) beside it."""
     found = find_compiler()
     if found is None:
         raise BuildError("no C compiler found (cc, gcc or clang; or set CC)")
@@ -79,12 +121,8 @@ def compile_source(source: str, *, directory: Path | None = None) -> Built:
     flags = list(FLAGS)
     if len(source) > LARGE_SOURCE:
         flags[0] = "-O1"
-    key = hashlib.sha256("\0".join([GENERATOR_VERSION, ident, " ".join(flags), source])
-                         .encode()).hexdigest()[:24]
     where = directory if directory is not None else cache_dir()
     target = where / f"kvspec-{key}.so"
-    if target.is_file():
-        return Built(target, True, 0.0, ident)
     start = time.monotonic()
     where.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kvspec-cc-", dir=where) as tmp:
@@ -99,5 +137,8 @@ def compile_source(source: str, *, directory: Path | None = None) -> Built:
         if proc.returncode != 0:
             tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
             raise BuildError(f"{cc} failed on the generated code:\n{tail}")
+        side = Path(tmp) / "model.json"
+        side.write_text(meta)
         os.replace(out, target)  # atomic: a concurrent run sees all of it or nothing
+        os.replace(side, where / f"kvspec-{key}.json")
     return Built(target, False, time.monotonic() - start, ident)

@@ -24,9 +24,10 @@ import z3
 from kvspec.engines.canon import Canonicalizer
 from kvspec.engines.native.layout import Layout, plan
 from kvspec.engines.native.terms import Lowering, Unsupported, literal
-from kvspec.engines.transition import encode_instance
+from kvspec.engines.transition import InstanceEncoding, encode_instance
 from kvspec.lang.system import ActionInstance, Property, System
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST
+from kvspec.lang.z3gen import StepEncoding
 
 __all__ = ["GENERATOR_VERSION", "Generated", "Unsupported", "generate"]
 
@@ -35,6 +36,8 @@ GENERATOR_VERSION = "1"
 _HERE = Path(__file__).parent
 #: the most properties one run tracks (a bit each)
 MAX_PROPERTIES = 64
+#: instances per generated C function (one huge function makes the compiler slow)
+CHUNK = 8
 
 
 @dataclass
@@ -101,33 +104,45 @@ def generate(system: System, canon: Canonicalizer | None) -> Generated:
         assert canon is not None
         body.append(_canon_tables(canon))
         body.append((_HERE / "canon.c").read_text())
-    low.lines = []
-    low.indent = 1
-    for ie, enc in encoded:
-        errors = [c for c, _ in ie.errors if c.get_id() not in inv_ids]
-        updates = sorted(ie.updates.items())
-        guards = [(kinds.index(ev.kind), z3.simplify(ev.guard)) for ev in enc.events]
-        low.begin([ie.enabled, *errors, *[t for _, t in updates], *[g for _, g in guards]])
-        low.put(f"{{ /* {ie.inst.label()} */")
-        with low.nested():
-            if errors:
-                cond = " || ".join(low.expr(c) for c in errors)
-                low.put(f"if ({cond}) {{ c->r->err_inst = {ie.inst.index}; return 1; }}")
-            if z3.is_false(ie.enabled):
-                low.put("(void)0;")
-            else:
-                low.put(f"if ({low.expr(ie.enabled)}) {{")
-                with low.nested():
-                    _successor(low, layout, updates, guards, ie.inst.index, props, any(sym))
-                low.put("}")
-        low.put("}")
+    parts = []
+    for first in range(0, len(encoded), CHUNK):
+        low.lines = []
+        low.indent = 1
+        for ie, enc in encoded[first:first + CHUNK]:
+            _instance(low, layout, ie, enc, inv_ids, kinds, props, any(sym))
+        parts.append(f"kv_expand_{len(parts)}")
+        body.append(f"static __attribute__((noinline)) int {parts[-1]}(kv_ctx *c, const uint64_t *w, const int64_t *s) {{\n"
+                    "    (void)w; (void)s;\n" + "\n".join(low.lines) + "\n    return 0;\n}\n")
+    calls = "".join(f"    if ({name}(c, w, s)) return 1;\n" for name in parts)
     body.append("static int kv_expand(kv_ctx *c, const uint64_t *w, const int64_t *s) {\n"
-                "    (void)w; (void)s;\n" + "\n".join(low.lines) + "\n    return 0;\n}\n")
+                f"    (void)c; (void)w; (void)s;\n{calls}    return 0;\n}}\n")
     engine = (_HERE / "engine.c").read_text()
     source = engine.replace("/*@HEADER@*/", head).replace("/*@MODEL@*/", "\n".join(body))
     notes = {"slots": len(types), "stored_slots": sum(s.const is None for s in layout.slots),
              "bits": layout.bits, "state_bytes": layout.state_bytes, "instances": len(order)}
     return Generated(source, layout, order, kinds, sym, notes)
+
+
+def _instance(low: Lowering, layout: Layout, ie: InstanceEncoding, enc: StepEncoding,
+              inv_ids: set[int], kinds: list[str], props: list[Property], sym: bool) -> None:
+    """One instance: its error conditions, its guard, its successor."""
+    errors = [c for c, _ in ie.errors if c.get_id() not in inv_ids]
+    updates = sorted(ie.updates.items())
+    guards = [(kinds.index(ev.kind), z3.simplify(ev.guard)) for ev in enc.events]
+    low.begin([ie.enabled, *errors, *[t for _, t in updates], *[g for _, g in guards]])
+    low.put(f"{{ /* {ie.inst.label()} */")
+    with low.nested():
+        if errors:
+            cond = " || ".join(low.expr(c) for c in errors)
+            low.put(f"if ({cond}) {{ c->r->err_inst = {ie.inst.index}; return 1; }}")
+        if z3.is_false(ie.enabled):
+            low.put("(void)0;")
+        else:
+            low.put(f"if ({low.expr(ie.enabled)}) {{")
+            with low.nested():
+                _successor(low, layout, updates, guards, ie.inst.index, props, sym)
+            low.put("}")
+    low.put("}")
 
 
 def _header(system: System, layout: Layout, ninst: int, nkinds: int,

@@ -9,6 +9,7 @@ A model error the search meets is re-executed concretely and raised as the
 from __future__ import annotations
 
 import ctypes
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,8 +22,8 @@ from kvspec.engines.explicit import (ALL_VIOLATED, FIRST_VIOLATION, OUT_OF_MEMOR
                                      TIMEOUT, Deadline, ExplicitOutcome, Limits, OutOfTime,
                                      ProgressFn, _cut_short, _Found, _run_deadline, _schedule,
                                      outcome_of, time_limit)
-from kvspec.engines.native.build import Built, compile_source
-from kvspec.engines.native.codegen import Generated, generate
+from kvspec.engines.native.build import Built, cache_key, cached, compile_source, find_compiler
+from kvspec.engines.native.codegen import generate
 from kvspec.lang.schema import State
 from kvspec.lang.symmetry import analyse_symmetry
 from kvspec.lang.system import ActionInstance, System
@@ -119,7 +120,7 @@ class _Links(Sequence[int]):
 class NativeRun:
     """What a native search reports beyond the common statistics."""
 
-    generated: Generated
+    meta: dict[str, Any]  # the layout description kept beside the compiled search
     built: Built
     generate_seconds: float
     cpu_seconds: float
@@ -131,12 +132,33 @@ class NativeRun:
         return {"backend": "native", "cpu_seconds": round(self.cpu_seconds, 4),
                 "states_per_cpu_s": round(states / self.cpu_seconds, 1) if self.cpu_seconds else 0,
                 "bytes_per_state": round(total / states, 1) if states else 0.0,
-                "state_bytes": self.generated.layout.state_bytes,
-                "state_bits": self.generated.layout.bits,
+                "state_bytes": self.meta["state_bytes"], "state_bits": self.meta["state_bits"],
                 "fingerprint": fingerprint,
                 "build": {"generate_seconds": round(self.generate_seconds, 3),
                           "compile_seconds": round(self.built.seconds, 3),
                           "cached": self.built.cached, "compiler": self.built.compiler}}
+
+
+def _build(system: System, canon: Canonicalizer, cache: Path | None
+           ) -> tuple[Built, dict[str, Any]]:
+    """The compiled search for ``system`` (from the cache when it is there) and its
+    layout description."""
+    sym = (canon.req_sym, canon.page_sym) if canon.active else (False, False)
+    key = cache_key(system, sym)
+    hit = cached(key, cache)
+    if hit is not None:
+        try:
+            meta = json.loads(hit[1].read_text())
+            return Built(hit[0], True, 0.0, meta["compiler"]), meta
+        except (OSError, ValueError, KeyError):
+            pass  # a damaged entry is rebuilt
+    gen = generate(system, canon if canon.active else None)
+    meta = {"kinds": gen.kinds, "state_bytes": gen.layout.state_bytes,
+            "state_bits": gen.layout.bits, "symmetry": list(gen.symmetry), **gen.notes}
+    found = find_compiler()
+    meta["compiler"] = found[1] if found is not None else ""
+    built = compile_source(gen.source, key, json.dumps(meta), directory=cache)
+    return built, meta
 
 
 def omission_bound(states: int) -> float:
@@ -162,9 +184,8 @@ def explore_native(system: System, *, symmetry: bool = True, limits: Limits | No
         canon = Canonicalizer(system.schema, report.requests, report.pages)
         with time_limit(dl, "native build"):
             t0 = time.monotonic()
-            gen = generate(system, canon if canon.active else None)
-            gen_s = time.monotonic() - t0
-            built = compile_source(gen.source, directory=cache)
+            built, meta = _build(system, canon, cache)
+            gen_s = time.monotonic() - t0 - built.seconds
     except OutOfTime as exc:
         out = _cut_short(system, symmetry, str(exc), time.monotonic() - start)
         out.stopped_during = exc.phase
@@ -187,7 +208,8 @@ def explore_native(system: System, *, symmetry: bool = True, limits: Limits | No
     params = _Params(limits.max_states or 0, left or 0.0, int(stop_at_first), int(fingerprint),
                      init_found)
     result = _Result()
-    ninst, nkinds = len(system.instances), max(len(gen.kinds), 1)
+    kinds: list[str] = meta["kinds"]
+    ninst, nkinds = len(system.instances), max(len(kinds), 1)
     cov_inst, cov_ev = (I64 * ninst)(), (I64 * nkinds)()
     interrupted = [False]
 
@@ -222,7 +244,7 @@ def explore_native(system: System, *, symmetry: bool = True, limits: Limits | No
         if coverage:
             recorder = CoverageRecorder(system)
             recorder.counts = [int(x) for x in cov_inst]
-            recorder.events = {k: int(cov_ev[i]) for i, k in enumerate(gen.kinds) if cov_ev[i]}
+            recorder.events = {k: int(cov_ev[i]) for i, k in enumerate(kinds) if cov_ev[i]}
         stopped = _STOPPED.get(result.stopped)
         exhausted = result.head >= result.states
         count = count_orbits and use_canon and system.schema.requests <= 6 and not fingerprint
@@ -232,7 +254,7 @@ def explore_native(system: System, *, symmetry: bool = True, limits: Limits | No
                          count_orbits=count, recorder=recorder)
     finally:
         lib.kv_free(handle)
-    run = NativeRun(gen, built, gen_s, result.cpu_ns / 1e9, result.stored_bytes,
+    run = NativeRun(meta, built, gen_s, result.cpu_ns / 1e9, result.stored_bytes,
                     result.table_bytes)
     out.stats.extra["explicit"].update(run.to_json(result.states, fingerprint))
     if fingerprint:

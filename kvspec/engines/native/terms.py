@@ -14,6 +14,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import z3
 
@@ -36,8 +37,16 @@ def literal(v: int) -> str:
     return f"INT64_C({v})" if v >= 0 else f"(-INT64_C({-v}))"
 
 
+Node = tuple[int, tuple[Any, ...], Any]  # operation, argument ASTs, leaf value (number/name)
+_NUM, _CONST = -1, -2
+
+
 class Lowering:
-    """Writes C for the terms of one block (an action instance, the invariants)."""
+    """Writes C for the terms of one block (an action instance, the invariants).
+
+    Terms are walked through Z3's C API directly (the Python wrappers cost more than
+    the rest of the build); a term's sub-ASTs stay alive as long as the caller holds
+    the term."""
 
     def __init__(self, slot_of: dict[str, int], layout: Layout) -> None:
         self.slot_of = slot_of
@@ -47,6 +56,34 @@ class Lowering:
         self.lines: list[str] = []
         self.indent = 1
         self._counter = 0
+        self._nodes: dict[int, Node] = {}
+        self._ctx: Any = None
+
+    # -- the terms through the C API -----------------------------------------------------
+    def _node(self, a: Any) -> tuple[int, Node]:
+        ctx = self._ctx
+        key = z3.Z3_get_ast_id(ctx, a)
+        hit = self._nodes.get(key)
+        if hit is not None:
+            return key, hit
+        kind = z3.Z3_get_ast_kind(ctx, a)
+        if kind == z3.Z3_NUMERAL_AST:
+            node: Node = (_NUM, (), int(z3.Z3_get_numeral_string(ctx, a)))
+        elif kind != z3.Z3_APP_AST:
+            raise Unsupported("a quantified or non-ground term")
+        else:
+            d = z3.Z3_get_app_decl(ctx, a)
+            op = z3.Z3_get_decl_kind(ctx, d)
+            n = z3.Z3_get_app_num_args(ctx, a)
+            if n == 0 and op == z3.Z3_OP_UNINTERPRETED:
+                name = z3.Z3_get_symbol_string(ctx, z3.Z3_get_decl_name(ctx, d))
+                node = (_CONST, (), name)
+            elif n == 0 and op in (z3.Z3_OP_TRUE, z3.Z3_OP_FALSE):
+                node = (_NUM, (), int(op == z3.Z3_OP_TRUE))
+            else:
+                node = (op, tuple(z3.Z3_get_app_arg(ctx, a, i) for i in range(n)), None)
+        self._nodes[key] = node
+        return key, node
 
     # -- block structure -------------------------------------------------------------
     def begin(self, roots: Iterable[z3.ExprRef]) -> None:
@@ -54,17 +91,18 @@ class Lowering:
         self.refs = Counter()
         self.temps = {}
         seen: set[int] = set()
-        stack = list(roots)
-        for r in stack:
-            self.refs[r.get_id()] += 1
+        stack = []
+        for r in roots:
+            self._ctx = r.ctx.ref()
+            stack.append(r.as_ast())
+            self.refs[self._node(stack[-1])[0]] += 1
         while stack:
-            e = stack.pop()
-            key = e.get_id()
+            key, (_, args, _) = self._node(stack.pop())
             if key in seen:
                 continue
             seen.add(key)
-            for c in e.children():
-                self.refs[c.get_id()] += 1
+            for c in args:
+                self.refs[self._node(c)[0]] += 1
                 stack.append(c)
 
     @contextmanager
@@ -85,15 +123,16 @@ class Lowering:
     def expr(self, e: z3.ExprRef) -> str:
         if sys.getrecursionlimit() < 20000:
             sys.setrecursionlimit(20000)
-        return self._expr(e)
+        self._ctx = e.ctx.ref()
+        return self._expr(e.as_ast())
 
-    def _expr(self, e: z3.ExprRef) -> str:
-        key = e.get_id()
+    def _expr(self, a: Any) -> str:
+        key, node = self._node(a)
         hit = self.temps.get(key)
         if hit is not None:
             return hit
-        text = self._build(e)
-        if self.refs[key] > 1 and e.num_args() > 0:
+        text = self._build(node)
+        if self.refs[key] > 1 and node[1]:
             self._counter += 1
             name = f"t{self._counter}"
             self.put(f"const int64_t {name} = {text};")
@@ -101,27 +140,26 @@ class Lowering:
             return name
         return text
 
-    def _build(self, e: z3.ExprRef) -> str:
-        if z3.is_int_value(e):
-            return literal(e.as_long())
-        if z3.is_true(e):
-            return "1"
-        if z3.is_false(e):
-            return "0"
-        n = e.num_args()
-        if n == 0:
-            name = e.decl().name()
-            slot = self.slot_of.get(name)
-            if slot is None or e.decl().kind() != z3.Z3_OP_UNINTERPRETED:
-                raise Unsupported(f"unknown constant {name}")
+    def _build(self, node: Node) -> str:
+        op, kids, leaf = node
+        if op == _NUM:
+            return literal(leaf)
+        if op == _CONST:
+            slot = self.slot_of.get(leaf)
+            if slot is None:
+                raise Unsupported(f"unknown constant {leaf}")
             const = self.layout.slots[slot].const
             return literal(const) if const is not None else f"s[{slot}]"
-        op = e.decl().kind()
-        args = [self._expr(c) for c in e.children()]
+        n = len(kids)
+        if op in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD):
+            d = self._node(kids[1])[1]
+            if d[0] != _NUM or d[2] <= 0:
+                raise Unsupported("division by a non-constant")
+        args = [self._expr(c) for c in kids]
         if op in _INFIX and (n >= 2 or op in (z3.Z3_OP_AND, z3.Z3_OP_OR, z3.Z3_OP_ADD)):
             if n > 2 and op in (z3.Z3_OP_LE, z3.Z3_OP_LT, z3.Z3_OP_GE, z3.Z3_OP_GT,
                                 z3.Z3_OP_EQ, z3.Z3_OP_IFF, z3.Z3_OP_XOR):
-                raise Unsupported(f"{n}-ary {e.decl().name()}")
+                raise Unsupported(f"{n}-ary comparison")
             return "(" + f" {_INFIX[op]} ".join(args) + ")"
         if op == z3.Z3_OP_NOT:
             return f"(!{args[0]})"
@@ -135,9 +173,6 @@ class Lowering:
             pairs = [f"({a} != {b})" for i, a in enumerate(args) for b in args[i + 1:]]
             return "(" + " && ".join(pairs) + ")"
         if op in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD):
-            d = e.arg(1)
-            if not z3.is_int_value(d) or d.as_long() <= 0:
-                raise Unsupported(f"division by a non-constant in {e}")
             fn = "kv_fdiv" if op == z3.Z3_OP_IDIV else "kv_fmod"
             return f"{fn}({args[0]}, {args[1]})"
-        raise Unsupported(f"operation {e.decl().name()}")
+        raise Unsupported(f"Z3 operation {op}")

@@ -46,7 +46,8 @@ class Lowering:
 
     Terms are walked through Z3's C API directly (the Python wrappers cost more than
     the rest of the build); a term's sub-ASTs stay alive as long as the caller holds
-    the term."""
+    the term, which it must for the whole block (:meth:`begin` to the last
+    :meth:`expr`)."""
 
     def __init__(self, slot_of: dict[str, int], layout: Layout) -> None:
         self.slot_of = slot_of
@@ -90,6 +91,7 @@ class Lowering:
         """A new block over ``roots``: count how often each subterm is used."""
         self.refs = Counter()
         self.temps = {}
+        self._nodes = {}  # Z3 reuses the ids of freed terms: nothing is kept across blocks
         seen: set[int] = set()
         stack = []
         for r in roots:

@@ -10,7 +10,7 @@ shared, so wall time says little).
 For the native backend, "states/s CPU" is the search loop's own CPU time (from the
 JSON, ``stats.explicit.cpu_seconds``) and "bytes/state" the stored states, parent
 and instance links and hash table divided by the states; "build" is C generation
-plus compilation (0 when the compiled search came from the cache). For the Python
+plus compilation, CPU seconds (0 when the compiled search came from the cache). For the Python
 backend both come from the child process (CPU time, peak RSS / states).
 """
 from __future__ import annotations
@@ -67,8 +67,8 @@ def measure(model: str, requests: int, pages: int, symmetry: bool, backend: str,
         out["rate"] = ex["states_per_cpu_s"]
         out["bytes"] = ex["bytes_per_state"]
         build = ex["build"]
-        out["build"] = 0.0 if build["cached"] else build["generate_seconds"] + \
-            build["compile_seconds"]
+        out["build"] = 0.0 if build["cached"] else build["generate_cpu_seconds"] + \
+            build["compile_cpu_seconds"]
     else:
         out["rate"] = states / child_cpu if child_cpu else 0.0
         out["bytes"] = stats["peak_memory_mb"] * 2 ** 20 / states if states else 0.0

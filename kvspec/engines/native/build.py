@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -38,8 +39,9 @@ class BuildError(Exception):
 class Built:
     path: Path
     cached: bool
-    seconds: float
+    seconds: float      # wall-clock time of the compilation (0 when cached)
     compiler: str
+    cpu_seconds: float = 0.0  # the compiler's own CPU time
 
 
 def cache_dir() -> Path:
@@ -129,6 +131,7 @@ def compile_source(source: str, key: str, meta: str, *, directory: Path | None =
         src = Path(tmp) / "model.c"
         src.write_text(source)
         out = Path(tmp) / "model.so"
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         try:
             proc = subprocess.run([cc, *flags, "-o", str(out), str(src)], capture_output=True,
                                   text=True, timeout=600)
@@ -141,4 +144,6 @@ def compile_source(source: str, key: str, meta: str, *, directory: Path | None =
         side.write_text(meta)
         os.replace(out, target)  # atomic: a concurrent run sees all of it or nothing
         os.replace(side, where / f"kvspec-{key}.json")
-    return Built(target, False, time.monotonic() - start, ident)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Built(target, False, time.monotonic() - start, ident, cpu)

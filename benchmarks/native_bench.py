@@ -8,7 +8,7 @@ shared, so wall time says little).
     python benchmarks/native_bench.py --row patched.py 3 5 nosym native
 
 For the native backend, "states/s CPU" is the search loop's own CPU time (from the
-JSON, ``stats.explicit.cpu_seconds``) and "bytes/state" the stored states, parent
+JSON, ``stats.native.cpu_seconds``) and "bytes/state" the stored states, parent
 and instance links and hash table divided by the states; "build" is C generation
 plus compilation, CPU seconds (0 when the compiled search came from the cache). For the Python
 backend both come from the child process (CPU time, peak RSS / states).
@@ -59,10 +59,10 @@ def measure(model: str, requests: int, pages: int, symmetry: bool, backend: str,
     if not proc.stdout.strip():
         return {"error": proc.stderr.strip().splitlines()[-1:] or ["no output"]}
     stats = json.loads(proc.stdout)["stats"]
-    ex = stats.get("explicit", {})
+    ex = stats.get("native", {"backend": "python"})
     states = stats["states"]
-    out = {"states": states, "complete": ex.get("complete"), "peak_mb": stats["peak_memory_mb"],
-           "backend": ex.get("backend", backend), "child_cpu": child_cpu}
+    out = {"states": states, "complete": stats["explicit"]["complete"],
+           "peak_mb": stats["peak_memory_mb"], "backend": ex["backend"], "child_cpu": child_cpu}
     if ex.get("backend") == "native":
         out["rate"] = ex["states_per_cpu_s"]
         out["bytes"] = ex["bytes_per_state"]

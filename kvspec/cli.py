@@ -29,7 +29,6 @@ from kvspec.lang.loader import load_model, parse_sizes
 from kvspec.lang.system import System, compile_model
 from kvspec.report.text import make_console, print_result
 from kvspec.report.wording import display_path, one_line
-from kvspec.engines.explicit import peak_mb as _peak_mb
 from kvspec.runner import ENGINES, Search, fuzz, load_certificate, run
 from kvspec.trace import DocumentError, InternalError, load_json_document
 from kvspec.verdict import (
@@ -198,9 +197,10 @@ class _Progress:
 
     def _draw(self, states: int, depth: int, elapsed: float, stage: str) -> None:
         if stage in ("", "explicit"):
+            from kvspec.engines.explicit import peak_mb
             rate = states / elapsed if elapsed > 0 else 0.0
             text = f"  explored {states:,} states, depth {depth}, {elapsed:.1f} s " \
-                   f"({rate:,.0f} states/s, {_peak_mb():,.0f} MB)"
+                   f"({rate:,.0f} states/s, {peak_mb():,.0f} MB)"
         else:
             text = f"  {self.describe(states, depth, stage)}, {elapsed:.1f} s"
         self.err.write(f"\r{text:<76.76}  ")

@@ -162,8 +162,7 @@ def run_engine(system: System, engine: str = "auto", *, depth: int = 30,
         from kvspec.proofs.location import default_proofs_dir
         proofs_dir = default_proofs_dir(system.loaded.path)
     if engine == "explicit":
-        from kvspec.engines.explicit import Limits
-        from kvspec.engines.native import explore
+        from kvspec.engines.explicit import Limits, explore
         out = explore(system, backend=search.backend, symmetry=symmetry,
                       limits=Limits(max_states, timeout), progress=progress,
                       stop_at_first=search.stop_at_first, fingerprint=search.fingerprint,

@@ -25,7 +25,6 @@ from test_differential import compile_source
 from kvspec.engines.canon import Canonicalizer
 from kvspec.engines.explicit import ExplicitOutcome, Limits, explore
 from kvspec.engines.native import available
-from kvspec.engines.native import explore as explore_backend
 from kvspec.engines.native.build import compile_source as build
 from kvspec.engines.native.codegen import generate
 from kvspec.engines.native.run import explore_native, omission_bound
@@ -129,7 +128,7 @@ def test_fingerprint_mode_is_never_exhaustive(cache: Path) -> None:
     for v in fp.verdicts:
         assert v.status == Status.HOLDS and v.method == "fingerprint"
         assert "omission probability" in v.detail
-    assert fp.stats.extra["explicit"]["fingerprint"] is True
+    assert fp.stats.extra["native"]["fingerprint"] is True
     assert omission_bound(2) == 2.0 ** -64 and omission_bound(10 ** 12) > 0.01
 
 
@@ -138,16 +137,16 @@ def test_build_is_cached(tmp_path: Path, monkeypatch: Any) -> None:
     system = system_of("vllm_async_load_fixed.py")
     first = explore_native(system, symmetry=False)
     second = explore_native(system, symmetry=False)
-    assert first.stats.extra["explicit"]["build"]["cached"] is False
-    assert second.stats.extra["explicit"]["build"]["cached"] is True
+    assert first.stats.extra["native"]["build"]["cached"] is False
+    assert second.stats.extra["native"]["build"]["cached"] is True
     assert list(tmp_path.glob("kvspec-*.so"))
 
 
 def test_without_a_compiler_it_falls_back_with_one_line(monkeypatch: Any) -> None:
     monkeypatch.setenv("CC", "/nonexistent/cc")
     lines: list[str] = []
-    out = explore_backend(system_of("single_node.py"), backend=None, warn=lines.append)
-    assert out.stats.extra["explicit"]["backend"] == "python"
+    out = explore(system_of("single_node.py"), backend=None, warn=lines.append)
+    assert "native" not in out.stats.extra
     assert len(lines) == 1 and "no C compiler" in lines[0]
 
 
@@ -159,8 +158,9 @@ def test_cli_json_reports_the_native_run() -> None:
     a, b = json.loads(res.out), json.loads(py.out)
     assert res.code == py.code == 1
     assert a["stats"]["states"] == b["stats"]["states"]
-    native = a["stats"]["explicit"]
-    assert native["backend"] == "native" and b["stats"]["explicit"]["backend"] == "python"
+    native = a["stats"]["native"]
+    assert native["backend"] == "native" and "native" not in b["stats"]
+    assert a["stats"]["explicit"] == b["stats"]["explicit"]
     for key in ("cpu_seconds", "bytes_per_state", "state_bytes", "build"):
         assert key in native
     assert res.err == ""

@@ -170,8 +170,7 @@ def _explicit(system: System, pending: list[Property], verdicts: dict[str, Verdi
     """2. Exhaustive search when the state space is small (see the module docstring,
     or the user's ``max_states``): HOLDS only when it ran to completion. Its
     coverage is the run's coverage."""
-    from kvspec.engines.explicit import Limits
-    from kvspec.engines.native import explore
+    from kvspec.engines.explicit import Limits, explore
 
     t0 = time.monotonic()
     if max_states is None:

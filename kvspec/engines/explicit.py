@@ -233,12 +233,25 @@ def _run_deadline(limits: Limits, deadline: Deadline | None) -> Deadline:
 def explore(system: System, *, symmetry: bool = True, limits: Limits | None = None,
             progress: ProgressFn | None = None, keep_graph: bool = False,
             count_orbits: bool = True, deadline: Deadline | None = None,
-            coverage: bool = True, stop_at_first: bool = False) -> ExplicitOutcome:
+            coverage: bool = True, stop_at_first: bool = False,
+            backend: str | None = "python", fingerprint: bool = False,
+            warn: Callable[[str], None] | None = None) -> ExplicitOutcome:
     """Breadth-first search of every reachable state (up to ``limits``; ``deadline``:
     the deadline of an enclosing run, which bounds this search too). With
     ``coverage`` the outcome records which actions, instances and events fired
     (:mod:`kvspec.coverage`; per orbit under symmetry reduction). ``stop_at_first``:
-    stop once some property is violated (its counterexample is still a shortest one)."""
+    stop once some property is violated (its counterexample is still a shortest one).
+    ``backend``: ``python`` (this search), ``native`` (:mod:`kvspec.engines.native`: the
+    model compiled to C, same results; ``fingerprint`` hash compaction there) or None
+    (native when a C compiler is present); without a compiler, or for a model the
+    native lowering does not support, this search runs and ``warn`` gets one line."""
+    if backend != "python":
+        from kvspec.engines.native import run_native
+        native = run_native(system, backend, symmetry=symmetry, limits=limits,
+                            progress=progress, deadline=deadline, coverage=coverage,
+                            stop_at_first=stop_at_first, fingerprint=fingerprint, warn=warn)
+        if native is not None:
+            return native
     limits = limits or Limits()
     start = time.monotonic()
     dl = _run_deadline(limits, deadline)

@@ -257,7 +257,7 @@ def explore_native(system: System, *, symmetry: bool = True, limits: Limits | No
         lib.kv_free(handle)
     run = NativeRun(meta, built, gen_s, result.cpu_ns / 1e9, result.stored_bytes,
                     result.table_bytes)
-    out.stats.extra["explicit"].update(run.to_json(result.states, fingerprint))
+    out.stats.extra["native"] = run.to_json(result.states, fingerprint)
     if fingerprint:
         _fingerprint_verdicts(out.verdicts, result.states)
     return out

@@ -24,9 +24,10 @@ import z3
 from kvspec.engines.canon import Canonicalizer
 from kvspec.engines.native.layout import Layout, plan
 from kvspec.engines.native.terms import Lowering, Unsupported, literal
-from kvspec.engines.transition import InstanceEncoding, encode_instance
+from kvspec.engines.transition import (BitVecImage, EncodingOverflow, InstanceEncoding,
+                                       encode_instance)
 from kvspec.lang.system import ActionInstance, Property, System
-from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST
+from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, ValueType
 from kvspec.lang.z3gen import StepEncoding
 
 __all__ = ["GENERATOR_VERSION", "Generated", "Unsupported", "generate"]
@@ -88,8 +89,11 @@ def generate(system: System, canon: Canonicalizer | None) -> Generated:
     inv_ids = {c.get_id() for c in inv_errors}
     written = {slot for ie, _ in encoded for slot in ie.updates}
     types = system.slot_types()
-    layout = plan(types, [int(x) for x in system.initial], written,
-                  _kept_for_symmetry(system, canon))
+    try:
+        layout = plan(types, [int(x) for x in system.initial], written,
+                      _kept_for_symmetry(system, canon))
+    except ValueError as exc:
+        raise Unsupported(str(exc)) from None
     sym = (canon.req_sym, canon.page_sym) if canon is not None and canon.active else (False, False)
     kinds: list[str] = []
     for _, enc in encoded:
@@ -116,11 +120,48 @@ def generate(system: System, canon: Canonicalizer | None) -> Generated:
     calls = "".join(f"    if ({name}(c, w, s)) return 1;\n" for name in parts)
     body.append("static int kv_expand(kv_ctx *c, const uint64_t *w, const int64_t *s) {\n"
                 f"    (void)c; (void)w; (void)s;\n{calls}    return 0;\n}}\n")
+    invariant_terms = inv_errors + [z3.simplify(system.encode_bad(p, cur)) for p in props
+                                    if p.kind == "invariant" and p.flag is None]
+    _check_range(low, types, [ie for ie, _ in encoded], [enc for _, enc in encoded],
+                 invariant_terms)
     engine = (_HERE / "engine.c").read_text()
     source = engine.replace("/*@HEADER@*/", head).replace("/*@MODEL@*/", "\n".join(body))
     notes = {"slots": len(types), "stored_slots": sum(s.const is None for s in layout.slots),
              "bits": layout.bits, "state_bytes": layout.state_bytes, "instances": len(order)}
     return Generated(source, layout, order, kinds, sym, notes)
+
+
+#: values (and literals) up to this magnitude, without products, cannot overflow int64
+SMALL_VALUES = 2 ** 20
+INT64_REACH = 2 ** 62
+
+
+def _check_range(low: Lowering, types: list[ValueType], steps: list[InstanceEncoding],
+                 encs: list[StepEncoding], extra: list[z3.BoolRef]) -> None:
+    """Every value the generated code computes fits a C ``int64_t``: obvious for small
+    domains and literals without products, otherwise shown by the interval analysis
+    of the bit-vector encoding (:class:`BitVecImage`); Unsupported when not."""
+    bounds = {}
+    widest = 0
+    for i, t in enumerate(types):
+        if t.kind != "bool":
+            dom = [int(x) for x in t.domain()]
+            bounds[i] = (min(dom), max(dom))
+            widest = max(widest, abs(bounds[i][0]), abs(bounds[i][1]))
+    if widest <= SMALL_VALUES and low.largest <= SMALL_VALUES and not low.products:
+        return
+    names = {name: bounds[slot] for name, slot in low.slot_of.items() if slot in bounds}
+    probe = BitVecImage(names, 64)
+    terms: list[z3.ExprRef] = list(extra)
+    for ie, enc in zip(steps, encs):
+        terms += [ie.enabled, *ie.updates.values(), *[c for c, _ in ie.errors]]
+        terms += [ev.guard for ev in enc.events]
+    try:
+        reach = max([0] + [probe.reach(t) for t in terms])
+    except EncodingOverflow as exc:
+        raise Unsupported(str(exc)) from None
+    if reach >= INT64_REACH:
+        raise Unsupported(f"values up to {reach} do not fit 64-bit integers")
 
 
 def _instance(low: Lowering, layout: Layout, ie: InstanceEncoding, enc: StepEncoding,

@@ -59,6 +59,9 @@ class Lowering:
         self._counter = 0
         self._nodes: dict[int, Node] = {}
         self._ctx: Any = None
+        #: the largest literal seen and whether a product occurs: see :meth:`may_overflow`
+        self.largest = 0
+        self.products = False
 
     # -- the terms through the C API -----------------------------------------------------
     def _node(self, a: Any) -> tuple[int, Node]:
@@ -70,6 +73,7 @@ class Lowering:
         kind = z3.Z3_get_ast_kind(ctx, a)
         if kind == z3.Z3_NUMERAL_AST:
             node: Node = (_NUM, (), int(z3.Z3_get_numeral_string(ctx, a)))
+            self.largest = max(self.largest, abs(node[2]))
         elif kind != z3.Z3_APP_AST:
             raise Unsupported("a quantified or non-ground term")
         else:
@@ -83,6 +87,7 @@ class Lowering:
                 node = (_NUM, (), int(op == z3.Z3_OP_TRUE))
             else:
                 node = (op, tuple(z3.Z3_get_app_arg(ctx, a, i) for i in range(n)), None)
+                self.products = self.products or op == z3.Z3_OP_MUL
         self._nodes[key] = node
         return key, node
 

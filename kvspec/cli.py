@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, NoReturn, Sequence
 
-from kvspec.cli_args import (integer, non_negative_int, output_file,
+from kvspec.cli_args import (integer, non_negative_int, output_file, search_args,
                              picture_path, positive_int, positive_seconds, size_spec)
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.loader import load_model, parse_sizes
 from kvspec.lang.system import System, compile_model
 from kvspec.report.text import make_console, print_result
 from kvspec.report.wording import display_path, one_line
-from kvspec.runner import ENGINES, fuzz, load_certificate, run
+from kvspec.runner import ENGINES, Search, fuzz, load_certificate, run
 from kvspec.trace import DocumentError, InternalError, load_json_document
 from kvspec.verdict import (
     EXIT_INTERNAL,
@@ -197,9 +197,10 @@ class _Progress:
 
     def _draw(self, states: int, depth: int, elapsed: float, stage: str) -> None:
         if stage in ("", "explicit"):
+            from kvspec.engines.explicit import peak_mb
             rate = states / elapsed if elapsed > 0 else 0.0
             text = f"  explored {states:,} states, depth {depth}, {elapsed:.1f} s " \
-                   f"({rate:,.0f} states/s)"
+                   f"({rate:,.0f} states/s, {peak_mb():,.0f} MB)"
         else:
             text = f"  {self.describe(states, depth, stage)}, {elapsed:.1f} s"
         self.err.write(f"\r{text:<76.76}  ")
@@ -289,7 +290,8 @@ def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         result = run(system, engine=args.engine, depth=args.depth, timeout=args.timeout,
                      max_states=args.max_states, symmetry=not args.no_symmetry,
                      save_proof=args.save_proof, proofs_dir=proofs_dir,
-                     progress=progress, warn=lambda m: err.write(f"kvspec: warning: {m}\n"))
+                     progress=progress, warn=lambda m: err.write(f"kvspec: warning: {m}\n"),
+                     search=Search(args.backend, args.stop_at_first, args.fingerprint))
     finally:
         progress.done()
     if args.json:
@@ -497,6 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--max-states", type=positive_int, default=None, metavar="N",
                    help="give up after N >= 1 states (verdict UNKNOWN)")
     v.add_argument("--no-symmetry", action="store_true", help="turn symmetry reduction off")
+    search_args(v)
     v.add_argument("--json", action="store_true", help="print the kvspec-result/1 JSON document")
     v.add_argument("--format", choices=("text", "python"), default="text",
                    help="python: also write the first counterexample as a runnable program "

@@ -11,7 +11,7 @@ from kvspec.lang.loader import parse_sizes
 from kvspec.report.wording import display_path
 
 __all__ = ["PICTURE_SUFFIXES", "integer", "non_negative_int", "output_file", "picture_path",
-           "positive_int", "positive_seconds", "size_spec"]
+           "positive_int", "positive_seconds", "search_args", "size_spec"]
 
 #: picture formats by ``-o`` / ``--render`` suffix (see kvspec.render.style.FORMATS)
 PICTURE_SUFFIXES = (".svg", ".png", ".pdf", ".dot", ".gv")
@@ -83,3 +83,16 @@ def output_file(path: str | None, option: str) -> Path | None:
     if target.is_dir():
         raise UsageError(f"{option} {path}: is a directory")
     return target
+
+
+def search_args(p: argparse.ArgumentParser) -> None:
+    """The explicit search's backend and modes (``--engine explicit``, auto's explicit stage)."""
+    p.add_argument("--backend", choices=("native", "python"), default=None,
+                   help="explicit search: native (the model compiled to C; the default for "
+                        "--engine explicit when a C compiler is present) or python")
+    p.add_argument("--stop-at-first", action="store_true",
+                   help="explicit search: stop at the first violation of any property "
+                        "(still a shortest counterexample for it; the rest stay UNKNOWN)")
+    p.add_argument("--fingerprint", action="store_true",
+                   help="native explicit search: store 64-bit state hashes only (less memory; "
+                        "HOLDS then states its omission probability and is not exhaustive)")

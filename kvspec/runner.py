@@ -18,6 +18,7 @@ import contextlib
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -27,7 +28,7 @@ from kvspec.lang.system import System
 from kvspec.trace import DocumentError, load_json_document
 from kvspec.verdict import EngineOutcome, Result
 
-__all__ = ["CERT_FORMAT", "ENGINES", "certificate_problem", "load_certificate", "run",
+__all__ = ["CERT_FORMAT", "ENGINES", "Search", "certificate_problem", "load_certificate", "run",
            "run_engine"]
 
 ENGINES = ("auto", "explicit", "bmc", "kind", "pdr", "all-sizes")
@@ -40,6 +41,21 @@ ProgressFn = Callable[[int, int, float, str], None]
 
 def _silent(*_: Any) -> None:
     return None
+
+
+@dataclass(frozen=True)
+class Search:
+    """How the explicit search runs. ``backend``: ``native`` (the model compiled to C),
+    ``python``, or None — native when a C compiler is present for ``--engine explicit``,
+    Python for ``auto``'s small capped stage (compiling would cost more than it saves).
+    ``stop_at_first``: stop at the first violation of any property (still a shortest
+    counterexample for it). ``fingerprint``: 64-bit hash compaction (native only; its
+    HOLDS is not exhaustive and says so). ``warn``: where a fallback is announced."""
+
+    backend: str | None = None
+    stop_at_first: bool = False
+    fingerprint: bool = False
+    warn: Callable[[str], None] | None = None
 
 
 def certificate_problem(doc: Any) -> str | None:
@@ -136,18 +152,21 @@ def _usable_proofs_dir(system: System, engine: str, proofs_dir: Path, save_proof
 def run_engine(system: System, engine: str = "auto", *, depth: int = 30,
                timeout: float | None = None, max_states: int | None = None,
                symmetry: bool = True, save_proof: bool = False,
-               proofs_dir: Path | None = None, progress: ProgressFn | None = None
-               ) -> EngineOutcome:
+               proofs_dir: Path | None = None, progress: ProgressFn | None = None,
+               search: Search | None = None) -> EngineOutcome:
     """One engine's outcome; ``proofs_dir`` is used as given (see :func:`run`; None:
     the model's proofs directory)."""
+    search = search or Search()
     progress = progress or _silent
     if proofs_dir is None:
         from kvspec.proofs.location import default_proofs_dir
         proofs_dir = default_proofs_dir(system.loaded.path)
     if engine == "explicit":
         from kvspec.engines.explicit import Limits, explore
-        out = explore(system, symmetry=symmetry, limits=Limits(max_states, timeout),
-                      progress=progress)
+        out = explore(system, backend=search.backend, symmetry=symmetry,
+                      limits=Limits(max_states, timeout), progress=progress,
+                      stop_at_first=search.stop_at_first, fingerprint=search.fingerprint,
+                      warn=search.warn)
         return EngineOutcome(out.verdicts, out.stats, "explicit", out.coverage)
     if engine == "bmc":
         from kvspec.engines.bmc import run_bmc
@@ -170,18 +189,25 @@ def run_engine(system: System, engine: str = "auto", *, depth: int = 30,
         raise ValueError(f"unknown engine {engine!r} (one of {', '.join(ENGINES)})")
     from kvspec.engines.auto import run_auto
     from kvspec.proofs.parametric.engine import mark_all_sizes
-    return mark_all_sizes(run_auto(system, timeout=timeout, max_states=max_states,
-                                   symmetry=symmetry, save_proof=save_proof,
-                                   proofs_dir=proofs_dir, progress=progress))
+    return mark_all_sizes(run_auto(
+        system, timeout=timeout, max_states=max_states, symmetry=symmetry,
+        save_proof=save_proof, proofs_dir=proofs_dir, progress=progress,
+        backend=search.backend if search.backend is not None else "python",
+        warn=search.warn))
 
 
 def run(system: System, engine: str = "auto", *, depth: int = 30, timeout: float | None = None,
         max_states: int | None = None, symmetry: bool = True, save_proof: bool = False,
         proofs_dir: Path | None = None, progress: ProgressFn | None = None,
-        warn: Callable[[str], None] | None = None, coverage: bool = True) -> Result:
+        warn: Callable[[str], None] | None = None, coverage: bool = True,
+        search: Search | None = None) -> Result:
     """Verify every selected property of ``system`` with ``engine``. ``proofs_dir``:
     where certificates are read and written (None: the model's proofs directory, the
-    same from any working directory). ``coverage=False`` skips the coverage report."""
+    same from any working directory). ``coverage=False`` skips the coverage report.
+    ``search``: the explicit search's backend and modes (:class:`Search`)."""
+    search = search or Search()
+    if search.warn is None and warn is not None:
+        search = replace(search, warn=warn)
     if proofs_dir is None:
         from kvspec.proofs.location import default_proofs_dir
         proofs_dir = default_proofs_dir(system.loaded.path)
@@ -201,7 +227,7 @@ def run(system: System, engine: str = "auto", *, depth: int = 30, timeout: float
             outcome = run_engine(target, engine, depth=depth, timeout=left,
                                  max_states=max_states, symmetry=symmetry,
                                  save_proof=save_proof and first, proofs_dir=usable,
-                                 progress=progress)
+                                 progress=progress, search=search)
             for v in outcome.verdicts:
                 v.detail = fix(v.detail)
             outcome.stats.extra = fix(outcome.stats.extra)

@@ -59,7 +59,8 @@ QUICK_BMC_WORK = 100_000_000
 
 
 def run_auto(system: System, *, timeout: float | None, max_states: int | None, symmetry: bool,
-             save_proof: bool, proofs_dir: Path, progress: ProgressFn | None = None
+             save_proof: bool, proofs_dir: Path, progress: ProgressFn | None = None,
+             backend: str = "python", warn: Callable[[str], None] | None = None
              ) -> EngineOutcome:
     """The portfolio (see the module docstring). ``timeout`` bounds the whole run and
     ``max_states`` every explicit exploration in it (None: no limit). A stage that is
@@ -78,7 +79,7 @@ def run_auto(system: System, *, timeout: float | None, max_states: int | None, s
         pending = [p for p in system.properties if p.name not in verdicts]
         if pending:
             pending = _explicit(system, pending, verdicts, stages, stats, deadline, max_states,
-                                symmetry, progress, coverage)
+                                symmetry, progress, coverage, backend, warn)
         if pending and not deadline.expired():
             covered = max(stats.depth - 1, -1) if stats.states else -1
             _quick_bmc(system, pending, verdicts, stages, stats, deadline, symmetry, progress,
@@ -164,7 +165,8 @@ def _pdr(system: System, pending: list[Property], verdicts: dict[str, Verdict],
 def _explicit(system: System, pending: list[Property], verdicts: dict[str, Verdict],
               stages: list[dict[str, Any]], stats: Stats, deadline: Deadline,
               max_states: int | None, symmetry: bool, progress: ProgressFn | None,
-              coverage: list[Coverage]) -> list[Property]:
+              coverage: list[Coverage], backend: str = "python",
+              warn: Callable[[str], None] | None = None) -> list[Property]:
     """2. Exhaustive search when the state space is small (see the module docstring,
     or the user's ``max_states``): HOLDS only when it ran to completion. Its
     coverage is the run's coverage."""
@@ -175,8 +177,8 @@ def _explicit(system: System, pending: list[Property], verdicts: dict[str, Verdi
         cap = max(1, min(SMALL_STATES, SMALL_WORK // max(1, len(system.instances))))
     else:
         cap = max_states
-    out = explore(system, symmetry=symmetry, limits=Limits(cap, None), progress=progress,
-                  deadline=deadline)
+    out = explore(system, backend=backend, symmetry=symmetry, limits=Limits(cap, None),
+                  progress=progress, deadline=deadline, warn=warn)
     if out.coverage is not None:
         coverage.append(out.coverage)
     stages.append({"stage": "explicit", "complete": out.complete, "stopped": out.stopped,

@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -41,6 +41,11 @@ ProgressFn = Callable[[int, int, float, str], None]  # states, depth, seconds, s
 ALL_VIOLATED = "all-violated"
 TIMEOUT = "timeout"
 STATE_LIMIT = "state-limit"
+FIRST_VIOLATION = "first-violation"
+OUT_OF_MEMORY = "out-of-memory"
+#: how a verdict left UNKNOWN names the reason the search stopped
+STOP_WORDS = {TIMEOUT: "timeout", STATE_LIMIT: "state limit",
+              FIRST_VIOLATION: "stopped at the first violation", OUT_OF_MEMORY: "out of memory"}
 
 
 # -- limits shared by every engine --------------------------------------------------------------
@@ -210,7 +215,8 @@ class ExplicitOutcome:
     stopped_during: str = ""
 
 
-def _peak_mb() -> float:
+def peak_mb() -> float:
+    """The peak resident memory of this process, in MB (a native search runs in it too)."""
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
 
@@ -227,11 +233,25 @@ def _run_deadline(limits: Limits, deadline: Deadline | None) -> Deadline:
 def explore(system: System, *, symmetry: bool = True, limits: Limits | None = None,
             progress: ProgressFn | None = None, keep_graph: bool = False,
             count_orbits: bool = True, deadline: Deadline | None = None,
-            coverage: bool = True) -> ExplicitOutcome:
+            coverage: bool = True, stop_at_first: bool = False,
+            backend: str | None = "python", fingerprint: bool = False,
+            warn: Callable[[str], None] | None = None) -> ExplicitOutcome:
     """Breadth-first search of every reachable state (up to ``limits``; ``deadline``:
     the deadline of an enclosing run, which bounds this search too). With
     ``coverage`` the outcome records which actions, instances and events fired
-    (:mod:`kvspec.coverage`; per orbit under symmetry reduction)."""
+    (:mod:`kvspec.coverage`; per orbit under symmetry reduction). ``stop_at_first``:
+    stop once some property is violated (its counterexample is still a shortest one).
+    ``backend``: ``python`` (this search), ``native`` (:mod:`kvspec.engines.native`: the
+    model compiled to C, same results; ``fingerprint`` hash compaction there) or None
+    (native when a C compiler is present); without a compiler, or for a model the
+    native lowering does not support, this search runs and ``warn`` gets one line."""
+    if backend != "python":
+        from kvspec.engines.native import run_native
+        native = run_native(system, backend, symmetry=symmetry, limits=limits,
+                            progress=progress, deadline=deadline, coverage=coverage,
+                            stop_at_first=stop_at_first, fingerprint=fingerprint, warn=warn)
+        if native is not None:
+            return native
     limits = limits or Limits()
     start = time.monotonic()
     dl = _run_deadline(limits, deadline)
@@ -281,6 +301,9 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
             if len(found) == len(props):
                 stopped = ALL_VIOLATED
                 break
+            if stop_at_first and found:
+                stopped = FIRST_VIOLATION
+                break
             s = states[head]
             d = depth_of[head]
             for guard, groups in batches:
@@ -325,43 +348,59 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
                 stopped = STATE_LIMIT
                 break
     exhausted = head >= len(states)
+    return outcome_of(system, report, canon if use_canon else None, found, states, parent, via,
+                      transitions=transitions, depth=max(depth_of), stopped=stopped,
+                      exhausted=exhausted, elapsed=time.monotonic() - start, deadline=dl,
+                      count_orbits=count_orbits, recorder=recorder,
+                      graph=edges if keep_graph else None)
+
+
+def outcome_of(system: System, report: SymmetryReport, canon: Canonicalizer | None,
+               found: dict[str, _Found], states: Sequence[State], parent: Sequence[int],
+               via: Sequence[int], *, transitions: int, depth: int, stopped: str | None,
+               exhausted: bool, elapsed: float, deadline: Deadline, count_orbits: bool,
+               recorder: CoverageRecorder | None,
+               graph: list[tuple[int, int, int]] | None = None) -> ExplicitOutcome:
+    """The verdicts and statistics of a finished search (either backend): every found
+    violation mapped to a concrete schedule and re-executed by :func:`concretize`.
+    ``states``/``parent``/``via``: the stored states (representatives), the index of
+    each one's parent and of the instance that reached it."""
     if exhausted:
         stopped = None
-    elapsed = time.monotonic() - start
-
     verdicts: list[Verdict] = []
     sizes_text = ", ".join(f"{k}={v}" for k, v in system.sizes.items())
-    for p in props:
+    for p in system.properties:
         f = found.get(p.name)
         if f is not None:
-            schedule = _schedule(system, canon if use_canon else None, states, parent, via, f)
+            schedule = _schedule(system, canon, states, parent, via, f)
             trace = concretize(system, p.name, schedule, engine="explicit")
             verdicts.append(Verdict(p.name, Status.VIOLATED, "explicit",
                                     f"{len(trace)} steps", trace))
         elif exhausted:
             verdicts.append(Verdict(p.name, Status.HOLDS, "exhaustive", sizes_text))
         else:
-            why = "timeout" if stopped == TIMEOUT else "state limit"
+            why = STOP_WORDS.get(stopped or "", "state limit")
             verdicts.append(Verdict(p.name, Status.UNKNOWN, "explicit",
-                                    f"{why} after {len(states)} states, depth {max(depth_of)}"))
-    stats = Stats(states=len(states), transitions=transitions, depth=max(depth_of),
-                  seconds=elapsed, peak_memory_mb=_peak_mb())
+                                    f"{why} after {len(states)} states, depth {depth}"))
+    stats = Stats(states=len(states), transitions=transitions, depth=depth,
+                  seconds=elapsed, peak_memory_mb=peak_mb())
     stats.symmetry = report.to_json()
     stats.extra["explicit"] = {"complete": exhausted, "stopped": stopped}
-    counted = _concrete_count(canon, states, dl) if count_orbits and exhausted else None
+    counted = _concrete_count(canon, states, deadline) \
+        if canon is not None and count_orbits and exhausted else None
     if counted is not None:
         concrete, exact = counted
         stats.symmetry["concrete_states"] = concrete
         stats.symmetry["concrete_states_exact"] = exact
         stats.symmetry["reduction_factor"] = round(concrete / len(states), 2)
-    elif not use_canon:
+    elif canon is None:
         stats.symmetry["reduction_factor"] = 1.0
     out = ExplicitOutcome(verdicts, stats, report, exhausted, stopped=stopped)
     if recorder is not None:
-        orbits = (canon.req_sym, canon.page_sym) if use_canon else (False, False)
+        orbits = (canon.req_sym, canon.page_sym) if canon is not None else (False, False)
         out.coverage = recorder.result(complete=exhausted, states=len(states), symmetry=orbits)
-    if keep_graph:
-        out.states, out.parents, out.edges = states, parent, edges
+    if graph is not None:
+        out.states, out.parents, out.edges = list(states), list(parent), graph
     return out
 
 
@@ -369,7 +408,7 @@ def _cut_short(system: System, symmetry: bool, why: str, elapsed: float) -> Expl
     """The outcome of a search that ran out of time before exploring anything."""
     verdicts = [Verdict(p.name, Status.UNKNOWN, "explicit", f"{why}, before the search")
                 for p in system.properties]
-    stats = Stats(seconds=elapsed, peak_memory_mb=_peak_mb())
+    stats = Stats(seconds=elapsed, peak_memory_mb=peak_mb())
     stats.symmetry = {"enabled": symmetry, "requests": False, "pages": False,
                       "reasons": ["the symmetry analysis did not finish in time"]}
     stats.extra["explicit"] = {"complete": False, "stopped": TIMEOUT}
@@ -382,7 +421,7 @@ EXACT_ORBIT_LIMIT = 20000
 ORBIT_SAMPLE = 2000
 
 
-def _concrete_count(canon: Canonicalizer, states: list[State], deadline: Deadline
+def _concrete_count(canon: Canonicalizer, states: Sequence[State], deadline: Deadline
                     ) -> tuple[int, bool] | None:
     """How many concrete states the representatives stand for: exact, or estimated
     from a uniform sample of representatives when there are many (``False`` in the
@@ -400,8 +439,8 @@ def _concrete_count(canon: Canonicalizer, states: list[State], deadline: Deadlin
     return int(total / len(sample) * len(states)), False
 
 
-def _schedule(system: System, canon: Canonicalizer | None, states: list[State], parent: list[int],
-              via: list[int], found: _Found) -> list[ActionInstance]:
+def _schedule(system: System, canon: Canonicalizer | None, states: Sequence[State],
+              parent: Sequence[int], via: Sequence[int], found: _Found) -> list[ActionInstance]:
     """The concrete schedule from the initial state to the violation."""
     path: list[int] = []  # instance indices along representatives
     i = found.state

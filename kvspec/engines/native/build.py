@@ -1,0 +1,149 @@
+"""Compiling the generated search with the system C compiler, cached.
+
+The shared object is named by :func:`cache_key`: a hash of the model (its files,
+class, sizes, selected properties, state layout and instances), the symmetry built
+in, the sources of kvspec that give the terms their meaning (the generator
+version), the compiler's identity and flags. It is kept in ``$KVSPEC_CACHE_DIR``
+(default ``~/.cache/kvspec/native``) with a small JSON file describing its layout,
+so a second run of the same model at the same sizes neither generates nor compiles.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import resource
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvspec.engines.native.codegen import GENERATOR_VERSION
+from kvspec.lang.system import System
+
+__all__ = ["BuildError", "Built", "cache_dir", "cache_key", "cached", "compile_source",
+           "find_compiler"]
+
+#: compiler flags; -O1 past this many bytes of source keeps the build step short
+FLAGS = ["-O2", "-shared", "-fPIC", "-fno-strict-aliasing", "-w"]
+LARGE_SOURCE = 1_000_000
+
+
+class BuildError(Exception):
+    """The C compiler is missing or rejected the generated code."""
+
+
+@dataclass
+class Built:
+    path: Path
+    cached: bool
+    seconds: float      # wall-clock time of the compilation (0 when cached)
+    compiler: str
+    cpu_seconds: float = 0.0  # the compiler's own CPU time
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("KVSPEC_CACHE_DIR")
+    base = Path(env) if env else Path.home() / ".cache" / "kvspec"
+    return (base / "native") if not env else base
+
+
+@functools.lru_cache(maxsize=8)
+def _identify(cc: str) -> str | None:
+    try:
+        proc = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    first = (proc.stdout.strip().splitlines() or [""])[0]
+    return f"{cc}: {first}"
+
+
+def find_compiler() -> tuple[str, str] | None:
+    """The C compiler to use (``$CC``, else cc, gcc, clang) and its identity; None if none."""
+    names = [os.environ["CC"]] if os.environ.get("CC") else ["cc", "gcc", "clang"]
+    for name in names:
+        path = shutil.which(name)
+        if path is None:
+            continue
+        ident = _identify(path)
+        if ident is not None:
+            return path, ident
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _generator_hash() -> str:
+    """The kvspec sources that decide what the generated code means."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256(GENERATOR_VERSION.encode())
+    for pattern in ("lang/*.py", "props/*.py", "engines/transition.py", "engines/canon.py",
+                    "engines/native/*.py", "engines/native/*.c"):
+        for path in sorted(root.glob(pattern)):
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def cache_key(system: System, symmetry: tuple[bool, bool]) -> str:
+    """What the compiled search depends on (see the module docstring)."""
+    found = find_compiler()
+    ident = found[1] if found is not None else "none"
+    h = hashlib.sha256()
+    for part in (_generator_hash(), ident, " ".join(FLAGS), system.loaded.decl.name,
+                 repr(sorted(system.sizes.items())), repr(symmetry),
+                 repr([p.name for p in system.properties]), repr(system.initial),
+                 repr([(v.name, v.dim, v.offset, v.length, v.type.kind, tuple(v.type.domain()))
+                       for v in system.schema.vars]),
+                 repr([i.label() for i in system.instances]), repr(system.inflight_bound)):
+        h.update(part.encode() + b"\0")
+    for f in sorted(system.files):
+        try:
+            h.update(Path(f).read_bytes())
+        except OSError:
+            h.update(f.encode())
+    return h.hexdigest()[:24]
+
+
+def cached(key: str, directory: Path | None = None) -> tuple[Path, Path] | None:
+    """The shared object and layout description cached under ``key``, if both exist."""
+    where = directory if directory is not None else cache_dir()
+    lib, meta = where / f"kvspec-{key}.so", where / f"kvspec-{key}.json"
+    return (lib, meta) if lib.is_file() and meta.is_file() else None
+
+
+def compile_source(source: str, key: str, meta: str, *, directory: Path | None = None) -> Built:
+    """Compile ``source`` into the cache under ``key``, with ``meta`` (JSON) beside it."""
+    found = find_compiler()
+    if found is None:
+        raise BuildError("no C compiler found (cc, gcc or clang; or set CC)")
+    cc, ident = found
+    flags = list(FLAGS)
+    if len(source) > LARGE_SOURCE:
+        flags[0] = "-O1"
+    where = directory if directory is not None else cache_dir()
+    target = where / f"kvspec-{key}.so"
+    start = time.monotonic()
+    where.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kvspec-cc-", dir=where) as tmp:
+        src = Path(tmp) / "model.c"
+        src.write_text(source)
+        out = Path(tmp) / "model.so"
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            proc = subprocess.run([cc, *flags, "-o", str(out), str(src)], capture_output=True,
+                                  text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise BuildError(f"{cc}: {exc}") from None
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
+            raise BuildError(f"{cc} failed on the generated code:\n{tail}")
+        side = Path(tmp) / "model.json"
+        side.write_text(meta)
+        os.replace(out, target)  # atomic: a concurrent run sees all of it or nothing
+        os.replace(side, where / f"kvspec-{key}.json")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Built(target, False, time.monotonic() - start, ident, cpu)

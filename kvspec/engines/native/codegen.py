@@ -1,0 +1,286 @@
+"""The model part of the native search, written in C from the transition system.
+
+For every action instance, :func:`kvspec.engines.transition.encode_instance` gives
+its enabling term, one next-value term per slot it may write, its model-error
+conditions and its events' guards — the symbolic interpretation of the very body
+the concrete interpretation runs. This module lowers them (with the invariants'
+bad-state terms and their error conditions) to straight-line C:
+
+* ``kv_expand`` runs every instance on an unpacked state in the order of
+  :meth:`System.batches` (the Python search's order, so states get the same
+  indices): first its error conditions, then its guard, then its updates into a
+  packed (or, under symmetry, unpacked) successor handed to ``kv_succ``;
+* ``kv_inv_bad`` / ``kv_inv_err``: the invariants violated on a state, and whether
+  evaluating some invariant raises a model error there;
+* ``kv_decode`` / ``kv_pack``: the layout of :mod:`kvspec.engines.native.layout`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import z3
+
+from kvspec.engines.canon import Canonicalizer
+from kvspec.engines.native.layout import Layout, plan
+from kvspec.engines.native.terms import Lowering, Unsupported, literal
+from kvspec.engines.transition import (BitVecImage, EncodingOverflow, InstanceEncoding,
+                                       encode_instance)
+from kvspec.lang.system import ActionInstance, Property, System
+from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, ValueType
+from kvspec.lang.z3gen import StepEncoding
+
+__all__ = ["GENERATOR_VERSION", "Generated", "Unsupported", "generate"]
+
+#: part of the build cache key: bump when the generated code changes meaning
+GENERATOR_VERSION = "1"
+_HERE = Path(__file__).parent
+#: the most properties one run tracks (a bit each)
+MAX_PROPERTIES = 64
+#: instances per generated C function (one huge function makes the compiler slow)
+CHUNK = 8
+
+
+@dataclass
+class Generated:
+    source: str
+    layout: Layout
+    order: list[ActionInstance]       # the instances in the search's order
+    kinds: list[str]                  # event kinds, in the order of the coverage counts
+    symmetry: tuple[bool, bool]       # (requests, pages) canonicalised in the code
+    notes: dict[str, int] = field(default_factory=dict)
+
+
+def search_order(system: System) -> list[ActionInstance]:
+    """The instances in the order the Python search tries them on a state."""
+    return [inst for _guard, groups in system.batches() for _key, group in groups
+            for inst in group]
+
+
+def _kept_for_symmetry(system: System, canon: Canonicalizer | None) -> set[int]:
+    """Constant slots that must still be stored: a permutation can change their value."""
+    keep: set[int] = set()
+    if canon is None or not canon.active:
+        return keep
+    moved = {REQUEST} if canon.req_sym else set()
+    if canon.page_sym:
+        moved.add(PAGE)
+    for v in system.schema.vars:
+        vals = list(system.initial[v.offset:v.offset + v.length])
+        is_ref = v.type.ref_dim == REQUEST and canon.req_sym
+        permuted = v.dim in moved or v.dim == PAGE_BY_REQUEST and bool(moved)
+        uniform = len(set(vals)) <= 1
+        if (permuted and not uniform) or (is_ref and any(x >= 0 for x in vals)):
+            keep.update(range(v.offset, v.offset + v.length))
+    return keep
+
+
+def generate(system: System, canon: Canonicalizer | None) -> Generated:
+    """The C source of the native search for ``system`` (``canon``: the symmetry
+    reduction to build in, None for none). Raises :class:`Unsupported`."""
+    props = system.properties
+    if len(props) > MAX_PROPERTIES:
+        raise Unsupported(f"more than {MAX_PROPERTIES} properties")
+    cur = system.state_vars()
+    slot_of = {str(v): i for i, v in enumerate(cur)}
+    order = search_order(system)
+    encoded = [encode_instance(system, inst, cur) for inst in order]
+    inv_errors = [z3.simplify(c) for c, _ in system.invariant_errors(cur)]
+    inv_ids = {c.get_id() for c in inv_errors}
+    written = {slot for ie, _ in encoded for slot in ie.updates}
+    types = system.slot_types()
+    try:
+        layout = plan(types, [int(x) for x in system.initial], written,
+                      _kept_for_symmetry(system, canon))
+    except ValueError as exc:
+        raise Unsupported(str(exc)) from None
+    sym = (canon.req_sym, canon.page_sym) if canon is not None and canon.active else (False, False)
+    kinds: list[str] = []
+    for _, enc in encoded:
+        for ev in enc.events:
+            if ev.kind not in kinds:
+                kinds.append(ev.kind)
+    low = Lowering(slot_of, layout)
+    head = _header(system, layout, len(order), len(kinds), sym)
+    body = [_decode(layout), _pack(layout)]
+    body.append(_invariants(system, cur, low, inv_errors))
+    if any(sym):
+        assert canon is not None
+        body.append(_canon_tables(canon))
+        body.append((_HERE / "canon.c").read_text())
+    parts = []
+    for first in range(0, len(encoded), CHUNK):
+        low.lines = []
+        low.indent = 1
+        for ie, enc in encoded[first:first + CHUNK]:
+            _instance(low, layout, ie, enc, inv_ids, kinds, props, any(sym))
+        parts.append(f"kv_expand_{len(parts)}")
+        body.append(f"static __attribute__((noinline)) int {parts[-1]}(kv_ctx *c, const uint64_t *w, const int64_t *s) {{\n"
+                    "    (void)w; (void)s;\n" + "\n".join(low.lines) + "\n    return 0;\n}\n")
+    calls = "".join(f"    if ({name}(c, w, s)) return 1;\n" for name in parts)
+    body.append("static int kv_expand(kv_ctx *c, const uint64_t *w, const int64_t *s) {\n"
+                f"    (void)c; (void)w; (void)s;\n{calls}    return 0;\n}}\n")
+    invariant_terms = inv_errors + [z3.simplify(system.encode_bad(p, cur)) for p in props
+                                    if p.kind == "invariant" and p.flag is None]
+    _check_range(low, types, [ie for ie, _ in encoded], [enc for _, enc in encoded],
+                 invariant_terms)
+    engine = (_HERE / "engine.c").read_text()
+    source = engine.replace("/*@HEADER@*/", head).replace("/*@MODEL@*/", "\n".join(body))
+    notes = {"slots": len(types), "stored_slots": sum(s.const is None for s in layout.slots),
+             "bits": layout.bits, "state_bytes": layout.state_bytes, "instances": len(order)}
+    return Generated(source, layout, order, kinds, sym, notes)
+
+
+#: values (and literals) up to this magnitude, without products, cannot overflow int64
+SMALL_VALUES = 2 ** 20
+INT64_REACH = 2 ** 62
+
+
+def _check_range(low: Lowering, types: list[ValueType], steps: list[InstanceEncoding],
+                 encs: list[StepEncoding], extra: list[z3.BoolRef]) -> None:
+    """Every value the generated code computes fits a C ``int64_t``: obvious for small
+    domains and literals without products, otherwise shown by the interval analysis
+    of the bit-vector encoding (:class:`BitVecImage`); Unsupported when not."""
+    bounds = {}
+    widest = 0
+    for i, t in enumerate(types):
+        if t.kind != "bool":
+            dom = [int(x) for x in t.domain()]
+            bounds[i] = (min(dom), max(dom))
+            widest = max(widest, abs(bounds[i][0]), abs(bounds[i][1]))
+    if widest <= SMALL_VALUES and low.largest <= SMALL_VALUES and not low.products:
+        return
+    names = {name: bounds[slot] for name, slot in low.slot_of.items() if slot in bounds}
+    probe = BitVecImage(names, 64)
+    terms: list[z3.ExprRef] = list(extra)
+    for ie, enc in zip(steps, encs):
+        terms += [ie.enabled, *ie.updates.values(), *[c for c, _ in ie.errors]]
+        terms += [ev.guard for ev in enc.events]
+    try:
+        reach = max([0] + [probe.reach(t) for t in terms])
+    except EncodingOverflow as exc:
+        raise Unsupported(str(exc)) from None
+    if reach >= INT64_REACH:
+        raise Unsupported(f"values up to {reach} do not fit 64-bit integers")
+
+
+def _instance(low: Lowering, layout: Layout, ie: InstanceEncoding, enc: StepEncoding,
+              inv_ids: set[int], kinds: list[str], props: list[Property], sym: bool) -> None:
+    """One instance: its error conditions, its guard, its successor."""
+    errors = [c for c, _ in ie.errors if c.get_id() not in inv_ids]
+    updates = sorted(ie.updates.items())
+    guards = [(kinds.index(ev.kind), z3.simplify(ev.guard)) for ev in enc.events]
+    low.begin([ie.enabled, *errors, *[t for _, t in updates], *[g for _, g in guards]])
+    low.put(f"{{ /* {ie.inst.label()} */")
+    with low.nested():
+        if errors:
+            cond = " || ".join(low.expr(c) for c in errors)
+            low.put(f"if ({cond}) {{ c->r->err_inst = {ie.inst.index}; return 1; }}")
+        if z3.is_false(ie.enabled):
+            low.put("(void)0;")
+        else:
+            low.put(f"if ({low.expr(ie.enabled)}) {{")
+            with low.nested():
+                _successor(low, layout, updates, guards, ie.inst.index, props, sym)
+            low.put("}")
+    low.put("}")
+
+
+def _header(system: System, layout: Layout, ninst: int, nkinds: int,
+            sym: tuple[bool, bool]) -> str:
+    via = "uint16_t" if ninst < 0xFFFF else "uint32_t"
+    return "\n".join([
+        f"#define NSLOTS {len(layout.slots)}", f"#define NW {layout.words}",
+        f"#define SB {layout.state_bytes}", f"#define NINST {ninst}",
+        f"#define NPROPS {len(system.properties)}", f"#define NKINDS {max(nkinds, 1)}",
+        f"#define SYMMETRY {int(any(sym))}", f"typedef {via} via_t;",
+        "static inline int64_t kv_fdiv(int64_t a, int64_t b) {",
+        "    int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }",
+        "static inline int64_t kv_fmod(int64_t a, int64_t b) {",
+        "    int64_t m = a % b; return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; }", ""])
+
+
+def _decode(layout: Layout) -> str:
+    lines = ["static inline void kv_decode(const uint64_t *w, int64_t *s) {", "    (void)w;"]
+    for i, sl in enumerate(layout.slots):
+        if sl.const is not None:
+            lines.append(f"    s[{i}] = {literal(sl.const)};")
+        else:
+            lines.append(f"    s[{i}] = (int64_t)((w[{sl.word}] >> {sl.shift}) & "
+                         f"UINT64_C({sl.mask})) + {literal(sl.lo)};")
+    return "\n".join(lines) + "\n}\n"
+
+
+def _pack(layout: Layout) -> str:
+    """``w`` must be zero; constant slots are not stored."""
+    lines = ["static inline void kv_pack(const int64_t *s, uint64_t *w) {", "    (void)s; (void)w;"]
+    for i, sl in enumerate(layout.slots):
+        if sl.const is None:
+            lines.append(f"    w[{sl.word}] |= (uint64_t)(s[{i}] - {literal(sl.lo)}) << {sl.shift};")
+    return "\n".join(lines) + "\n}\n"
+
+
+def _invariants(system: System, cur: list[z3.ExprRef], low: Lowering,
+                inv_errors: list[z3.BoolRef]) -> str:
+    bads = [(k, z3.simplify(system.encode_bad(p, cur))) for k, p in enumerate(system.properties)
+            if p.kind == "invariant" and p.flag is None]
+    low.lines = []
+    low.begin([c for c in inv_errors])
+    cond = " || ".join(low.expr(c) for c in inv_errors) or "0"
+    err = "static int kv_inv_err(const int64_t *s) {\n    (void)s;\n" + "\n".join(low.lines) + \
+        f"\n    return {cond};\n}}\n"
+    low.lines = []
+    low.begin([b for _, b in bads])
+    terms = [f"({low.expr(b)} ? UINT64_C(1) << {k} : 0)" for k, b in bads]
+    bad = "static uint64_t kv_inv_bad(const int64_t *s) {\n    (void)s;\n" + \
+        "\n".join(low.lines) + f"\n    return {' | '.join(terms) or '0'};\n}}\n"
+    return err + bad
+
+
+def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRef]],
+               guards: list[tuple[int, z3.BoolRef]], index: int, props: list[Property],
+               sym: bool) -> None:
+    values = []
+    for slot, term in updates:
+        values.append((slot, low.expr(term)))
+    names = []
+    for k, (slot, text) in enumerate(values):
+        low.put(f"const int64_t u{k} = {text};")
+        names.append((slot, f"u{k}"))
+    flag_bit = {p.flag: k for k, p in enumerate(props) if p.flag is not None}
+    viol = [f"({name} ? UINT64_C(1) << {flag_bit[slot]} : 0)" for slot, name in names
+            if slot in flag_bit]
+    low.put(f"c->cov_inst[{index}]++;")
+    for kind, g in guards:
+        if z3.is_true(g):
+            low.put(f"c->cov_ev[{kind}]++;")
+        elif not z3.is_false(g):
+            low.put(f"c->cov_ev[{kind}] += ({low.expr(g)}) ? 1 : 0;")
+    low.put(f"const uint64_t viol = {' | '.join(viol) or '0'};")
+    if sym:
+        low.put("int64_t t[NSLOTS]; memcpy(t, s, sizeof t);")
+        for slot, name in names:
+            low.put(f"t[{slot}] = {name};")
+        low.put(f"if (kv_succ_full(c, t, {index}, viol)) return 1;")
+        return
+    low.put("uint64_t n[NW]; memcpy(n, w, sizeof n);")
+    for slot, name in names:
+        sl = layout.slots[slot]
+        low.put(f"n[{sl.word}] = (n[{sl.word}] & ~(UINT64_C({sl.mask}) << {sl.shift})) | "
+                f"((uint64_t)({name} - {literal(sl.lo)}) << {sl.shift});")
+    low.put(f"if (kv_succ(c, n, {index}, viol)) return 1;")
+
+
+def _canon_tables(canon: Canonicalizer) -> str:
+    def table(name: str, rows: list[tuple[int, bool]]) -> list[str]:
+        offs = ", ".join(str(o) for o, _ in rows) or "0"
+        refs = ", ".join(str(int(r)) for _, r in rows) or "0"
+        return [f"#define N{name} {len(rows)}",
+                f"static const int {name}_OFF[] = {{{offs}}};",
+                f"static const int {name}_REF[] = {{{refs}}};"]
+    lines = [f"#define CR {canon.R}", f"#define CP {canon.P}",
+             f"#define REQ_SYM {int(canon.req_sym)}", f"#define PAGE_SYM {int(canon.page_sym)}",
+             f"#define SCALAR_REFS {int(canon._scalar_refs)}"]
+    lines += table("SC", canon.scalars) + table("RV", canon.req_vars)
+    lines += table("PV", canon.page_vars) + table("GV", canon.grid_vars)
+    return "\n".join(lines) + "\n"

@@ -85,4 +85,5 @@ def run(model: str, requests: int, pages: int, *, symmetry: bool, backend: list[
         complete=bool(explicit.get("complete")), peak_memory_mb=stats["peak_memory_mb"],
         cpu=cpu, verdicts={v["property"]: v["status"] for v in doc["verdicts"]},
         steps=steps, reduction_factor=(stats.get("symmetry") or {}).get("reduction_factor"),
-        backend=explicit.get("backend") or stats.get("backend"))
+        # the native search reports itself under stats.native; without it, Python ran
+        backend=(stats.get("native") or {}).get("backend") or "python")

@@ -76,6 +76,30 @@ class SizedInit(Model):
         s.budget[r] = s.budget[r] - 1
 '''
 
+# `len(s.requests) >= 4` is folded to False at 2 and at 3 requests (the compiled code is
+# the same at both sizes) and decode after reject is allowed from 4 requests on
+SIZE_THRESHOLD = '''
+from kvspec import Model, Pages, Request, Requests, action, emit, require
+
+
+class SizeThreshold(Model):
+    properties = ("no-decode-after-rejection",)
+    requests = Requests(2)
+    pages = Pages(2)
+    rej = requests.var(bool, init=False)
+
+    @action
+    def reject(s, r: Request):
+        require(not s.rej[r])
+        s.rej[r] = True
+        emit.reject(r)
+
+    @action
+    def decode(s, r: Request):
+        require(not s.rej[r] or len(s.requests) >= 4)
+        emit.decode(r)
+'''
+
 LOWEST_FREE = '''
 from kvspec import Model, Page, Pages, Request, Requests, action, emit, require
 
@@ -175,6 +199,7 @@ def test_a_property_that_fails_in_a_larger_pool_is_not_proved_for_all_sizes(
     (LITERAL_ID, 12, "literal"),
     (LOWEST_FREE, 13, "compared by order"),
     (SIZED_INIT, 8, "initial value of budget depends on the number of ids"),
+    (SIZE_THRESHOLD, 19, "len() of an id space"),
 ])
 def test_constructs_outside_the_fragment_are_named_with_their_line(
         tmp_path: Path, source: str, line: int, words: str) -> None:

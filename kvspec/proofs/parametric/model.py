@@ -97,6 +97,10 @@ def parametric_model(system: System, *, bigger: System | None = None) -> ParamMo
     same model compiled with more requests and pages, to find what depends on them
     (None: compiled here)."""
     _check_symmetric(system)
+    if system.size_reads:
+        raise Unsupported(system.size_reads[0], "len() of an id space (a constant that differs "
+                                                "with the number of ids; conditions on it are "
+                                                "decided at compile time)")
     if bigger is None:
         bigger = _bigger(system)
     if bigger is not None:

@@ -76,6 +76,44 @@ class SizedInit(Model):
         s.budget[r] = s.budget[r] - 1
 '''
 
+# `len(s.requests) >= 4` is folded to False at 2 and at 3 requests (the compiled code is
+# the same at both sizes) and decode after reject is allowed from 4 requests on
+SIZE_THRESHOLD = '''
+from kvspec import Model, Pages, Request, Requests, action, emit, require
+
+
+class SizeThreshold(Model):
+    properties = ("no-decode-after-rejection",)
+    requests = Requests(2)
+    pages = Pages(2)
+    rej = requests.var(bool, init=False)
+
+    @action
+    def reject(s, r: Request):
+        require(not s.rej[r])
+        s.rej[r] = True
+        emit.reject(r)
+
+    @action
+    def decode(s, r: Request):
+        require(not s.rej[r] or len(s.requests) >= 4)
+        emit.decode(r)
+'''
+
+# the initial value is the same at 2 and at 3 requests and differs from 4 on
+INIT_THRESHOLD = SIZE_THRESHOLD.replace(
+    "    rej = requests.var(bool, init=False)\n",
+    "    rej = requests.var(bool, init=False)\n"
+    "    loose = requests.var(bool, init=lambda n: [n['requests'] >= 4] * n['requests'])\n"
+).replace("len(s.requests) >= 4", "s.loose[r]")
+
+# the parameter's range is the same at 2 and at 3 requests and grows from 4 on
+PARAM_THRESHOLD = SIZE_THRESHOLD.replace(
+    "class SizeThreshold", "def top(n):\n    return 1 if n['requests'] < 4 else 5\n\n\n"
+    "class SizeThreshold").replace("from kvspec import Model", "from kvspec import Int, Model"
+    ).replace("def decode(s, r: Request):", "def decode(s, r: Request, k: Int(0, top)):"
+    ).replace("len(s.requests) >= 4", "k == 5")
+
 LOWEST_FREE = '''
 from kvspec import Model, Page, Pages, Request, Requests, action, emit, require
 
@@ -175,6 +213,9 @@ def test_a_property_that_fails_in_a_larger_pool_is_not_proved_for_all_sizes(
     (LITERAL_ID, 12, "literal"),
     (LOWEST_FREE, 13, "compared by order"),
     (SIZED_INIT, 8, "initial value of budget depends on the number of ids"),
+    (SIZE_THRESHOLD, 19, "len() of an id space"),
+    (INIT_THRESHOLD, 10, "initial value of loose is computed from the sizes"),
+    (PARAM_THRESHOLD, 22, "type of parameter k of decode has a bound computed from the sizes"),
 ])
 def test_constructs_outside_the_fragment_are_named_with_their_line(
         tmp_path: Path, source: str, line: int, words: str) -> None:

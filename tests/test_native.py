@@ -198,3 +198,53 @@ def test_native_canonical_form_is_the_python_one(data: Any, model: str,
     buf, out = (ctypes.c_int64 * n)(*[int(x) for x in state]), (ctypes.c_int64 * n)()
     lib.kv_canon_state(buf, out)
     assert [int(x) for x in canon.key(state)] == list(out)
+
+
+IMPORTING_MODEL = """
+from kvspec import Int, Model, Pages, Request, Requests, action, invariant, require
+from kvspec_limits_for_cache_test import LIMIT
+
+
+class Imported(Model):
+    properties = ()
+    requests = Requests(1)
+    pages = Pages(1)
+    c = requests.var(Int(0, 9), init=0)
+
+    @action
+    def inc(s, r: Request):
+        require(s.c[r] < LIMIT)
+        s.c[r] = s.c[r] + 1
+
+    @invariant
+    def small(s):
+        return all(s.c[r] < 5 for r in s.requests)
+"""
+
+
+def test_a_constant_imported_from_another_module_is_part_of_the_cache_key(
+        tmp_path: Path, cache: Path, monkeypatch: Any) -> None:
+    """Changing a value the model imports (its own file unchanged) must not reuse the
+    search compiled for the old value."""
+    import sys
+
+    from kvspec.engines.native.build import cache_key
+    from kvspec.lang.loader import load_model
+    from kvspec.lang.system import compile_model
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no stale .pyc of the same second
+    verdicts, keys = [], []
+    for limit in (3, 7):
+        (tmp_path / "kvspec_limits_for_cache_test.py").write_text(f"LIMIT = {limit}\n")
+        monkeypatch.delitem(sys.modules, "kvspec_limits_for_cache_test", raising=False)
+        model = tmp_path / f"model{limit}.py"  # the same text: only the import differs
+        model.write_text(IMPORTING_MODEL)
+        system = compile_model(load_model(model), {}, None)
+        keys.append(cache_key(system, (False, False)))
+        native = explore_native(system, symmetry=False, cache=cache)
+        python = explore(system, symmetry=False)
+        assert summary(native) == summary(python)
+        verdicts += [v.status for v in native.verdicts if v.prop == "small"]
+    assert keys[0] != keys[1]
+    assert verdicts == [Status.HOLDS, Status.VIOLATED]

@@ -104,6 +104,8 @@ class Scope:
     events: dict[str, bool]  # event kind -> takes a page
     properties: set[str]  # names `violate` may use (monitors)
     breaks: dict[str, list[str]] = field(default_factory=dict)
+    #: ``file:line`` of every ``len()`` of an id space (a constant that differs by size)
+    size_reads: list[str] = field(default_factory=list)
     functions: list[ir.Function] = field(default_factory=list)
     #: monitor variables that are not stored: name -> (variable, the value of every element)
     constants: dict[str, tuple[VarInfo, Any]] = field(default_factory=dict)

@@ -117,6 +117,7 @@ def _builtin(b: ExprBuilder, fn: Any, node: ast.Call) -> ir.Expr:
             n = b.counts[v.ty.dim]
         else:
             raise b.err(node, "len() applies to s.requests, s.pages, a state array or a mask")
+        b.scope.size_reads.append(f"{b.file}:{node.lineno}")
         return b.const(n, ir.IntT(n, n), node)
     if name in ("int", "bool", "float", "str"):
         raise b.err(node, f"{name}() conversions are not supported in model code")

@@ -150,6 +150,11 @@ class System:
     def symmetry_breaks(self) -> dict[str, list[str]]:
         return self.scope.breaks if self.scope is not None else {}
 
+    @property
+    def size_reads(self) -> list[str]:
+        """``file:line`` of every ``len()`` of an id space in the model's code."""
+        return self.scope.size_reads if self.scope is not None else []
+
     # -- concrete ------------------------------------------------------------------
     @property
     def machine(self) -> Machine:

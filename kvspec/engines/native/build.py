@@ -1,9 +1,10 @@
 """Compiling the generated search with the system C compiler, cached.
 
 The shared object is named by :func:`cache_key`: a hash of the model (its files,
-class, sizes, selected properties, state layout and instances), the symmetry built
-in, the sources of kvspec that give the terms their meaning (the generator
-version), the compiler's identity and flags. It is kept in ``$KVSPEC_CACHE_DIR``
+its compiled bodies with every constant inlined, class, sizes, selected
+properties, state layout and instances), the symmetry built in, the sources of
+kvspec that give the terms their meaning (the generator version), the compiler's
+identity and flags. It is kept in ``$KVSPEC_CACHE_DIR``
 (default ``~/.cache/kvspec/native``) with a small JSON file describing its layout,
 so a second run of the same model at the same sizes neither generates nor compiles.
 """
@@ -97,7 +98,10 @@ def cache_key(system: System, symmetry: tuple[bool, bool]) -> str:
                  repr([p.name for p in system.properties]), repr(system.initial),
                  repr([(v.name, v.dim, v.offset, v.length, v.type.kind, tuple(v.type.domain()))
                        for v in system.schema.vars]),
-                 repr([i.label() for i in system.instances]), repr(system.inflight_bound)):
+                 repr([i.label() for i in system.instances]), repr(system.inflight_bound),
+                 # the compiled bodies, with every constant inlined: values imported from
+                 # other modules are in no file hashed below
+                 str(system.generated.get("__source__", ""))):
         h.update(part.encode() + b"\0")
     for f in sorted(system.files):
         try:

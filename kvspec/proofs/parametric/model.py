@@ -16,6 +16,7 @@ at those values.
 """
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,7 @@ from kvspec.lang.declare import SCALAR
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.schema import VarInfo
 from kvspec.lang.system import Property, System
-from kvspec.lang.types import PAGE, REQUEST
+from kvspec.lang.types import PAGE, REQUEST, Int
 from kvspec.proofs.parametric.encode import ParamExec, Step
 from kvspec.proofs.parametric.values import Sorts, Unsupported, View, var_dims
 
@@ -97,10 +98,15 @@ def parametric_model(system: System, *, bigger: System | None = None) -> ParamMo
     same model compiled with more requests and pages, to find what depends on them
     (None: compiled here)."""
     _check_symmetric(system)
+    if system.size_reads:
+        raise Unsupported(system.size_reads[0], "len() of an id space (a constant that differs "
+                                                "with the number of ids; conditions on it are "
+                                                "decided at compile time)")
     if bigger is None:
         bigger = _bigger(system)
     if bigger is not None:
         _check_size_independent(system, bigger)
+    _check_no_size_functions(system)
     vars_ = [v for v in system.schema.vars]
     _check_sort_graph(system, vars_)
     sorts = Sorts.make()
@@ -245,6 +251,41 @@ def _check_size_independent(system: System, bigger: System) -> None:
     if len(mine) != len(theirs):
         raise Unsupported(system.loaded.file, f"the model's code depends on the number of ids "
                                               f"({ids})")
+
+
+def _check_no_size_functions(system: System) -> None:
+    """An initial value or an ``Int`` bound computed by a function of the sizes can change
+    at any number of ids (``sizes["requests"] >= 4``), not only between the two sizes
+    :func:`_check_size_independent` compares."""
+    where = f"{system.loaded.file}"
+    for d in system.loaded.decl.vars:
+        if callable(d.init) and not isinstance(d.init, type):
+            raise Unsupported(f"{where}:{d.line or 0}",
+                              f"the initial value of {d.name} is computed from the sizes and "
+                              "may depend on the number of ids (give a constant init)")
+        if _computed_bound(d.type_spec):
+            raise Unsupported(f"{where}:{d.line or 0}",
+                              f"the type of {d.name} has a bound computed from the sizes (it "
+                              "may depend on the number of ids)")
+    for a in system.actions:
+        fn = a.pyfn
+        if fn is None:
+            continue
+        try:
+            hints = typing.get_type_hints(fn, globalns=getattr(fn, "__globals__", None))
+        except Exception:  # noqa: BLE001 - the compiled model resolved them; be safe
+            raise Unsupported(f"{a.ir.file}:{a.ir.line}", f"the parameter types of {a.name} "
+                                                          "cannot be re-read") from None
+        for name, spec in hints.items():
+            if _computed_bound(spec):
+                raise Unsupported(f"{a.ir.file}:{a.ir.line}",
+                                  f"the type of parameter {name} of {a.name} has a bound "
+                                  "computed from the sizes (it may depend on the number of ids)")
+
+
+def _computed_bound(spec: Any) -> bool:
+    return isinstance(spec, Int) and any(
+        callable(b) and not isinstance(b, (int, str)) for b in (spec.lo, spec.hi))
 
 
 def _check_sort_graph(system: System, vars_: list[VarInfo]) -> None:

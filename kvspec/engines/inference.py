@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -546,6 +546,10 @@ class Selection:
     errors_excluded: bool  # the invariant rules out every model error
     queries: int = 0
     dropped: int = 0
+    needs: dict[str, list[int]] = field(default_factory=dict)  # goal -> clauses it needs
+
+
+ERRORS_GOAL = "(no model error)"
 
 
 class Strengthener:
@@ -566,7 +570,8 @@ class Strengthener:
 
     def __init__(self, ts: Any, templates: list[Template], goals: list[Goal],
                  symmetric: tuple[bool, bool], deadline: Any,
-                 seed: Iterable[int] = ()) -> None:
+                 seed: Iterable[int] = (),
+                 support: dict[int | str, set[int]] | None = None) -> None:
         from kvspec.trace import InternalError
 
         self._internal = InternalError
@@ -586,6 +591,8 @@ class Strengthener:
         self.chosen: list[int] = []
         self.banned: set[int] = set()
         self.seed = [k for k in seed]
+        # clause -> the clauses added to exclude a counterexample to its induction
+        self.support: dict[int | str, set[int]] = {k: set(v) for k, v in (support or {}).items()}
         self._post: dict[tuple[int, int, int], z3.BoolRef] = {}
         self._n = 0
         self._dead = 0
@@ -687,6 +694,9 @@ class Strengthener:
             pick = self._pick(pre)
             if pick is not None:
                 self._add(pick)
+                for b in (self.failing([post], self.chosen) if post is not None
+                          else [ERRORS_GOAL]):
+                    self.support.setdefault(b, set()).add(pick)
                 continue
             if post is None:  # an invariant state where some action errs: give up on that
                 errors_goal = False
@@ -701,7 +711,29 @@ class Strengthener:
                 dropped += 1
         proved = [g.name for g in self.goals if g.template in self.chosen]
         open_ = [g.name for g in self.goals if g.template not in self.chosen]
-        return Selection(list(self.chosen), proved, open_, errors_goal, self.queries, dropped)
+        needs = {g.name: self.needed(g.template) for g in self.goals  # type: ignore[arg-type]
+                 if g.template in self.chosen}
+        if errors_goal:
+            needs[ERRORS_GOAL] = self.needed(ERRORS_GOAL)
+        return Selection(list(self.chosen), proved, open_, errors_goal, self.queries, dropped,
+                         needs)
+
+    def needed(self, root: int | str) -> list[int]:
+        """The chosen clauses ``root`` depends on: those added to exclude a
+        counterexample to its induction, and theirs, transitively (``root`` included).
+        Seeded clauses (from a smaller size) that no counterexample asked for are in
+        no goal's list: they were kept because they are inductive together."""
+        chosen = set(self.chosen)
+        out: list[int] = [root] if isinstance(root, int) and root in chosen else []
+        stack = [root]
+        seen: set[int | str] = {root}
+        while stack:
+            for k in sorted(self.support.get(stack.pop(), ())):
+                if k not in seen and k in chosen:
+                    seen.add(k)
+                    out.append(k)
+                    stack.append(k)
+        return out
 
     def _find_cti(self, errors_goal: bool) -> tuple[State, State | None] | None:
         ts = self.ts

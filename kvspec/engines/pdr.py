@@ -99,6 +99,7 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
     notes.update(sample_states=len(states), candidates=len(templates),
                  sample_seconds=round(time.monotonic() - t0, 2))
     seed: list[int] = []
+    support: dict[int | str, set[int]] = {}
     if dict(small_schema.sizes) != dict(system.sizes):
         small = compile_model(system.loaded, small_schema.sizes, [p.name for p in system.properties],
                               inflight_bound=system.inflight_bound)
@@ -107,21 +108,26 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
                      symmetric[1] and small_schema.pages > 1)
         t1 = time.monotonic()
         try:
-            first = Strengthener(small_ts, templates, goal_templates(small, templates, names),
-                                 small_sym, deadline).run()
+            small_st = Strengthener(small_ts, templates, goal_templates(small, templates, names),
+                                    small_sym, deadline)
+            first = small_st.run()
         except InferenceTimeout:
             return Inferred(None, None, templates, notes)
         seed = first.chosen
+        support = small_st.support
         notes.update(small_selection=len(seed), small_seconds=round(time.monotonic() - t1, 2))
     t2 = time.monotonic()
     goals = goal_templates(system, templates, names)
-    strengthener = Strengthener(ts, templates, goals, symmetric, deadline, seed=seed)
+    strengthener = Strengthener(ts, templates, goals, symmetric, deadline, seed=seed,
+                                support=support)
     try:
         selection = strengthener.run()
     except InferenceTimeout:
         return Inferred(None, None, templates, notes)
     notes.update(selection=len(selection.chosen), queries=selection.queries,
                  dropped=selection.dropped, select_seconds=round(time.monotonic() - t2, 2))
+    notes["needs"] = {goal: [strengthener.clause(k)[1] for k in ks]
+                      for goal, ks in selection.needs.items()}
     return Inferred(selection, strengthener, templates, notes)
 
 
@@ -448,9 +454,13 @@ def _prove(system: System, clauses: list[z3.BoolRef], readable: list[str],
                                  properties=list(proved))
         note = f", saved to {path}"
         extra["certificate"] = str(path)
+    needs = notes.get("needs", {})
     for name in proved:
+        own = ""
+        if name in needs and spacer_inv is None:
+            own = f" (this property needs {len(needs[name])} of them)"
         verdicts[name] = Verdict(name, Status.PROVED, "pdr",
-                                 f"inductive invariant, {_clauses(len(inv_clauses))}{note}")
+                                 f"inductive invariant, {_clauses(len(inv_clauses))}{own}{note}")
     return ""
 
 

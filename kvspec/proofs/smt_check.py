@@ -31,7 +31,7 @@ import z3
 from kvspec.lang.schema import State
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST
 from kvspec.lang.system import ActionInstance, Property, System
-from kvspec.proofs.clauses import Clause, term_constants
+from kvspec.proofs.clauses import CertificateError, Clause, term_constants
 from kvspec.trace import InternalError, Trace, TraceStep
 
 #: default limit for one solver query, in seconds
@@ -327,11 +327,14 @@ class _LocalPremise:
                 self.shared.update(range(v.offset, v.offset + v.length))
 
     def _read(self, step: _Step) -> set[int]:
-        terms = [step.enabled, step.error, *step.updates.values()]
+        """The slots the step's guard, errors and updates mention (every slot when a
+        term is outside the certificate term language: then the premise is whole)."""
         names: set[str] = set()
-        for t in terms:
-            names |= term_constants(t, self.known)[0] if not z3.is_true(t) and \
-                not z3.is_false(t) else set()
+        for t in [step.enabled, step.error, *step.updates.values()]:
+            try:
+                names |= term_constants(t, self.known)[0]
+            except CertificateError:
+                return set(range(len(self.enc.cur)))
         return {self.enc.slot[n] for n in names if n in self.enc.slot}
 
     def refutes(self, step: _Step, parts: list[int], goal: list[z3.BoolRef]) -> bool:

@@ -597,7 +597,10 @@ class Strengthener:
         self._n = 0
         self._dead = 0
         self.queries = 0
-        self.size = [len(t.literals) * 4 + len(t.ctx) for t in templates]
+        # simplest first: fewer literals, fewer quantified ids; a count (a sum over every
+        # page) costs as much as two more literals, so it is picked only when needed
+        self.size = [len(t.literals) * 4 + len(t.ctx) + 8 * sum(a.counts for a, _ in t.literals)
+                     for t in templates]
         slot_of = {name: i for i, name in enumerate(ts.labels)}
         for g in goals:
             if g.template is None:

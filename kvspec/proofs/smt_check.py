@@ -23,6 +23,9 @@ timeout) in any query is a failed check, never a pass.
 """
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +39,22 @@ from kvspec.trace import InternalError, Trace, TraceStep
 
 #: default limit for one solver query, in seconds
 QUERY_TIMEOUT_S = 60.0
+
+
+#: Python recursion limit while terms are built and walked: a count over 64 pages
+#: inside a loop nests terms deeper than the default 1,000 frames allow
+DEEP_TERMS_LIMIT = 100_000
+
+
+@contextmanager
+def deep_terms() -> Iterator[None]:
+    """Raise the recursion limit for the duration of an encoding (restored after)."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, DEEP_TERMS_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
 
 
 @dataclass
@@ -173,7 +192,8 @@ def check_clauses(system: System, clauses: list[Clause], properties: list[Proper
     """Checks 1–4 of the module docstring for the conjunction of ``clauses``."""
     report = InductionReport(clauses=[c.describe(60) for c in clauses],
                              properties=[p.name for p in properties])
-    enc = Encoding(system)
+    with deep_terms():
+        enc = Encoding(system)
     report.instances = len(enc.steps)
     timeout_ms = max(1, int(timeout * 1000))
     ev = _Evaluator(enc, clauses, timeout_ms)

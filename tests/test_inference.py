@@ -148,3 +148,29 @@ def test_lowest_free_certificate_rechecks(tmp_path) -> None:
     assert cert.parent == Path(__file__).resolve().parent.parent / "proofs"
     check = check_certificate(cert, system)
     assert check.ok, check.problems
+
+
+def test_counterexamples_propose_the_clauses_the_pool_lacks() -> None:
+    """ICE-style: with a pool of clauses of at most two literals, the three-literal
+    relational clause no-read-beyond-written needs is not in the pool; the
+    selection proves it only when counterexamples to induction may propose new
+    candidates (true on the sample, false on the counterexample's pre-state)."""
+    system = system_of("lowest_free.py", {"requests": 2, "pages": 2})
+    schema, states = sample_states(system)
+    sample = StateTable(schema, states)
+    outcomes = {}
+    for ice in (False, True):
+        templates = enumerate_candidates(schema, sample, max_literals=2)
+        sel = Strengthener(TransitionSystem(system, "bv"), templates,
+                           goal_templates(system, templates, ["no-read-beyond-written"]),
+                           (True, False), Deadline(300), sample=sample if ice else None)
+        got = sel.run()
+        outcomes[ice] = got.proved
+        if ice:
+            assert sel.proposed > 0
+            assert max(len(sel.templates[k].literals) for k in got.chosen
+                       if k < len(sel.templates)) >= 3
+            pairs = [sel.clause(k) for k in got.chosen]
+            inv = Invariant([c for c, _ in pairs], [r for _, r in pairs])
+            assert verify_invariant(system, inv, got.proved).ok
+    assert outcomes == {False: [], True: ["no-read-beyond-written"]}

@@ -550,6 +550,9 @@ class Selection:
 
 
 ERRORS_GOAL = "(no model error)"
+#: clause indices of model-invariant goals start here, after every template (the
+#: pool grows when counterexamples propose new candidates)
+FORMULA_BASE = 1 << 30
 
 
 class Strengthener:
@@ -571,7 +574,8 @@ class Strengthener:
     def __init__(self, ts: Any, templates: list[Template], goals: list[Goal],
                  symmetric: tuple[bool, bool], deadline: Any,
                  seed: Iterable[int] = (),
-                 support: dict[int | str, set[int]] | None = None) -> None:
+                 support: dict[int | str, set[int]] | None = None,
+                 sample: StateTable | None = None) -> None:
         from kvspec.trace import InternalError
 
         self._internal = InternalError
@@ -602,9 +606,11 @@ class Strengthener:
         self.size = [len(t.literals) * 4 + len(t.ctx) + 8 * sum(a.counts for a, _ in t.literals)
                      for t in templates]
         slot_of = {name: i for i, name in enumerate(ts.labels)}
+        self.sample = sample  # the sampled states: proposals must hold on them
+        self.proposed = 0
         for g in goals:
             if g.template is None:
-                k = len(templates) + len(self.formulas)
+                k = FORMULA_BASE + len(self.formulas)  # after any template, proposals too
                 self.formulas[k] = g.name
                 names = _names(g.formula)
                 self.terms[k] = [(ts.enc(g.formula), frozenset(slot_of[n] for n in names))]
@@ -695,6 +701,8 @@ class Strengthener:
                 break
             pre, post = cti
             pick = self._pick(pre)
+            if pick is None and self.sample is not None:
+                pick = self._propose(pre, post)
             if pick is not None:
                 self._add(pick)
                 for b in (self.failing([post], self.chosen) if post is not None
@@ -772,6 +780,31 @@ class Strengthener:
         if not false_on:
             return None
         return min(false_on, key=lambda k: (self.size[k], k))
+
+    def _propose(self, pre: State, post: State | None) -> int | None:
+        """ICE-style: new candidates false on ``pre`` and true on the sample, over the
+        variables of the clauses the counterexample broke (:mod:`proposals`); they
+        join the pool, and the simplest is returned."""
+        from kvspec.engines.proposals import propose
+
+        assert self.sample is not None
+        broken = self.failing([post], self.chosen) if post is not None else set()
+        related = {v.name for v in self.schema.vars if v.owner == "model"}
+        for k in broken:
+            if k < len(self.templates):
+                for a, _ in self.templates[k].literals:
+                    related |= {a.var, a.other}
+        new = propose(self.sample, self.schema, pre, related, set(self.templates))
+        if not new:
+            return None
+        first = len(self.templates)
+        self.templates.extend(new)
+        self.size.extend(len(t.literals) * 4 + len(t.ctx)
+                         + 8 * sum(a.counts for a, _ in t.literals) for t in new)
+        self.evaluator = TemplateEvaluator(self.schema, self.templates)
+        self.proposed += len(new)
+        false_on = self.evaluator.failing([pre], range(first, len(self.templates)))
+        return min(false_on, key=lambda k: (self.size[k], k)) if false_on else None
 
     def size_of(self, k: int) -> int:
         return self.size[k] if k < len(self.size) else 0

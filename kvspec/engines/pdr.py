@@ -103,7 +103,8 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
     except ModelError:
         return Inferred(None, None, notes={"sample": "the small configuration raises a model "
                                                      "error"})
-    templates = enumerate_candidates(small_schema, StateTable(small_schema, states))
+    sample = StateTable(small_schema, states)
+    templates = enumerate_candidates(small_schema, sample)
     notes.update(sample_states=len(states), candidates=len(templates),
                  sample_seconds=round(time.monotonic() - t0, 2))
     seed: list[int] = []
@@ -117,7 +118,7 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
         t1 = time.monotonic()
         try:
             small_st = Strengthener(small_ts, templates, goal_templates(small, templates, names),
-                                    small_sym, deadline)
+                                    small_sym, deadline, sample=sample)
             first = small_st.run()
         except InferenceTimeout:
             return Inferred(None, None, templates, notes)
@@ -127,11 +128,12 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
     t2 = time.monotonic()
     goals = goal_templates(system, templates, names)
     strengthener = Strengthener(ts, templates, goals, symmetric, deadline, seed=seed,
-                                support=support)
+                                support=support, sample=sample)
     try:
         selection = strengthener.run()
     except InferenceTimeout:
         return Inferred(None, None, templates, notes)
+    notes.update(proposed=strengthener.proposed, candidates=len(strengthener.templates))
     notes.update(selection=len(selection.chosen), queries=selection.queries,
                  dropped=selection.dropped, select_seconds=round(time.monotonic() - t2, 2))
     notes["needs"] = {goal: [strengthener.clause(k)[1] for k in ks]

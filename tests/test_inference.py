@@ -102,7 +102,7 @@ def _moving_slot(system: System) -> tuple[int, object] | None:
     return None
 
 
-@pytest.mark.parametrize("seed", [3, 11, 29])
+@pytest.mark.parametrize("seed", [0, 4, 6, 9])
 def test_inferred_invariants_of_generated_models_recheck_and_a_tampered_one_does_not(
         seed: int, tmp_path) -> None:
     """On random models: whatever inference proves re-checks on the independent

@@ -392,7 +392,7 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
                 progress(0, 0, deadline.elapsed(), "pdr inference")
             with time_limit(deadline, "invariant inference"), deep_terms():
                 view = representatives_view(system, symmetric)
-                rep_ts = TransitionSystem(view, "bv", deadline=deadline)
+                rep_ts = TransitionSystem(view, "bv", symmetric, deadline=deadline)
                 inferred = infer(view, rep_ts, symmetric, deadline, [p.name for p in pending],
                                  max_states=max_states)
             extra["inference"] = inferred.notes

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,12 +37,18 @@ from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST
 QDIM = {"r": REQUEST, "p": PAGE}
 DIMQ = {REQUEST: "r", PAGE: "p"}
 CONTEXTS: tuple[tuple[str, ...], ...] = ((), ("r",), ("p",), ("p", "r"))
+COUNT_KINDS = ("cnt", "cle")
 
 
 @dataclass(frozen=True)
 class Atom:
     """``var[idx] == value`` (eq), ``var[idx] <= value`` (le), ``var[idx] == q`` (is),
-    ``var[idx] == other[idx]`` (veq) or ``var[idx] <= other[idx]`` (vle)."""
+    ``var[idx] == other[idx]`` (veq) or ``var[idx] <= other[idx]`` (vle).
+
+    Counting kinds (``idx == "r"``): ``var`` is a page array of request ids and
+    ``other`` a request-indexed integer array; with ``n = #{p : var[p] == r}``,
+    ``cnt`` is ``n == other[r]`` and ``cle`` is ``n <= other[r]``
+    (``count(owner == r) == need[r]``). They mention every slot of ``var``."""
 
     kind: str
     var: str
@@ -55,7 +61,15 @@ class Atom:
         """Relates a page to a request (or a request to a page)."""
         return self.kind == "is" and self.idx is not None and self.idx != self.other
 
+    @property
+    def counts(self) -> bool:
+        return self.kind in COUNT_KINDS
+
     def slots(self, schema: Schema, binding: dict[str, int]) -> list[int]:
+        if self.counts:
+            v = schema.by_name[self.var]
+            return [*range(v.offset, v.offset + v.length),
+                    _slot(schema.by_name[self.other], "r", binding)]
         out = [_slot(schema.by_name[self.var], self.idx, binding)]
         if self.kind in ("veq", "vle"):
             out.append(_slot(schema.by_name[self.other], self.idx, binding))
@@ -63,6 +77,10 @@ class Atom:
 
     def render(self, schema: Schema, positive: bool) -> str:
         v = schema.by_name[self.var]
+        if self.counts:
+            op = ("==" if positive else "!=") if self.kind == "cnt" else ("<=" if positive
+                                                                          else ">")
+            return f"count({self.var} == r) {op} {self.other}[r]"
         name = f"{self.var}[{_index_text(self.idx)}]" if self.idx else self.var
         if self.kind == "eq":
             if v.type.kind == "bool":
@@ -129,6 +147,11 @@ def _slot(v: VarInfo, idx: str | None, binding: dict[str, int]) -> int:
 def atom_term(atom: Atom, schema: Schema, cur: list[z3.ExprRef], binding: dict[str, int]
               ) -> z3.BoolRef:
     v = schema.by_name[atom.var]
+    if atom.counts:
+        r = binding["r"]
+        n = z3.Sum([z3.If(cur[i] == r, 1, 0) for i in range(v.offset, v.offset + v.length)])
+        y = cur[_slot(schema.by_name[atom.other], "r", binding)]
+        return n == y if atom.kind == "cnt" else n <= y  # type: ignore[return-value]
     x = cur[_slot(v, atom.idx, binding)]
     if atom.kind == "eq":
         return x if v.type.kind == "bool" else x == atom.value  # type: ignore[return-value]
@@ -173,6 +196,8 @@ def atoms_for(schema: Schema, ctx: tuple[str, ...]) -> list[Atom]:
             for q in ctx:
                 if QDIM[q] == t.ref_dim and q != idx:
                     out.append(Atom("is", v.name, idx, 0, q))
+    if ctx == ("r",):
+        out.extend(count_atoms(schema))
     for a, b in itertools.combinations(usable, 2):
         if a.dim != b.dim or a.type.kind != b.type.kind or a.type.kind == "bool":
             continue
@@ -185,6 +210,21 @@ def atoms_for(schema: Schema, ctx: tuple[str, ...]) -> list[Atom]:
         if a.type.kind == "int":
             out.append(Atom("vle", a.name, idx, 0, b.name))
             out.append(Atom("vle", b.name, idx, 0, a.name))
+    return out
+
+
+def count_atoms(schema: Schema) -> list[Atom]:
+    """``count(var == r) == other[r]`` and ``<=`` for every page array ``var`` of request
+    ids and every request-indexed integer array ``other`` of the model (chosen by their
+    types, not their names; the monitors' copies of the model's arrays are left out)."""
+    out: list[Atom] = []
+    vs = [v for v in schema.vars if v.owner == "model"]
+    pages = [v for v in vs if v.dim == PAGE and v.type.kind == "ref" and v.type.ref_dim == REQUEST]
+    ints = [v for v in vs if v.dim == REQUEST and v.type.kind == "int"]
+    for a in pages:
+        for b in ints:
+            out.append(Atom("cnt", a.name, "r", 0, b.name))
+            out.append(Atom("cle", a.name, "r", 0, b.name))
     return out
 
 
@@ -230,6 +270,13 @@ class StateTable:
         return [self.data.shape[0]] + [self.schema.counts[QDIM[q]] for q in ctx]
 
     def atom(self, atom: Atom, ctx: tuple[str, ...]) -> np.ndarray:
+        if atom.counts:
+            pages = self.block(atom.var, "p", ("p",))  # (N, P)
+            k = self.schema.counts[REQUEST]
+            n = (pages[:, :, None] == np.arange(k)[None, None, :]).sum(axis=1)  # (N, R)
+            y = self.block(atom.other, "r", ("r",))
+            out = n == y if atom.kind == "cnt" else n <= y
+            return np.broadcast_to(out, self.extents(ctx))
         x = self.block(atom.var, atom.idx, ctx)
         if atom.kind == "eq":
             out = x == atom.value
@@ -269,6 +316,9 @@ def _mask(col: np.ndarray) -> int:
 def _tautology(lits: tuple[Literal, ...], schema: Schema) -> bool:
     """A clause true whatever the values of the slots it mentions (checked by brute
     force when literals share a variable; literals on distinct slots are each falsifiable)."""
+    if any(a.counts for a, _ in lits):  # counts are not brute-forced: the rest decides
+        rest = tuple(lit for lit in lits if not lit[0].counts)
+        return bool(rest) and _tautology(rest, schema)
     keys = [(a.var, a.idx) for a, _ in lits] + [(a.other, a.idx) for a, _ in lits
                                                 if a.kind in ("veq", "vle")]
     if len(set(keys)) == len(keys):
@@ -312,8 +362,7 @@ def enumerate_candidates(schema: Schema, table: StateTable, *, max_literals: int
         atoms = atoms_for(schema, ctx)
         if not atoms:
             continue
-        mat = table.matrix(atoms, ctx)
-        uniq = np.unique(mat, axis=0)
+        uniq = unique_rows(table.matrix(atoms, ctx))
         full = (1 << uniq.shape[0]) - 1
         lits: list[tuple[Literal, int]] = []
         for k, atom in enumerate(atoms):
@@ -325,6 +374,18 @@ def enumerate_candidates(schema: Schema, table: StateTable, *, max_literals: int
                 out.append(Template(ctx, ((atom, m == full),)))
         out.extend(_clauses(ctx, lits, full, max_literals, schema))
     return out
+
+
+def unique_rows(mat: np.ndarray) -> np.ndarray:
+    """The distinct rows of a Boolean matrix (in no particular order). Rows are packed
+    into bytes and compared as one opaque value each: ``np.unique(axis=0)`` sorts
+    lexicographically column by column, 20x slower on 30,000 states x 1,000 atoms."""
+    if mat.shape[0] == 0 or mat.shape[1] == 0:
+        return mat[:1] if mat.shape[1] == 0 else mat
+    packed = np.ascontiguousarray(np.packbits(mat, axis=1))
+    keys = packed.view(np.dtype((np.void, packed.shape[1]))).reshape(-1)
+    _, first = np.unique(keys, return_index=True)
+    return mat[np.sort(first)]
 
 
 def _covers(ctx: tuple[str, ...], lits: Iterable[Literal]) -> bool:
@@ -485,6 +546,13 @@ class Selection:
     errors_excluded: bool  # the invariant rules out every model error
     queries: int = 0
     dropped: int = 0
+    needs: dict[str, list[int]] = field(default_factory=dict)  # goal -> clauses it needs
+
+
+ERRORS_GOAL = "(no model error)"
+#: clause indices of model-invariant goals start here, after every template (the
+#: pool grows when counterexamples propose new candidates)
+FORMULA_BASE = 1 << 30
 
 
 class Strengthener:
@@ -505,7 +573,9 @@ class Strengthener:
 
     def __init__(self, ts: Any, templates: list[Template], goals: list[Goal],
                  symmetric: tuple[bool, bool], deadline: Any,
-                 seed: Iterable[int] = ()) -> None:
+                 seed: Iterable[int] = (),
+                 support: dict[int | str, set[int]] | None = None,
+                 sample: StateTable | None = None) -> None:
         from kvspec.trace import InternalError
 
         self._internal = InternalError
@@ -525,15 +595,22 @@ class Strengthener:
         self.chosen: list[int] = []
         self.banned: set[int] = set()
         self.seed = [k for k in seed]
+        # clause -> the clauses added to exclude a counterexample to its induction
+        self.support: dict[int | str, set[int]] = {k: set(v) for k, v in (support or {}).items()}
         self._post: dict[tuple[int, int, int], z3.BoolRef] = {}
         self._n = 0
         self._dead = 0
         self.queries = 0
-        self.size = [len(t.literals) * 4 + len(t.ctx) for t in templates]
+        # simplest first: fewer literals, fewer quantified ids; a count (a sum over every
+        # page) costs as much as two more literals, so it is picked only when needed
+        self.size = [len(t.literals) * 4 + len(t.ctx) + 8 * sum(a.counts for a, _ in t.literals)
+                     for t in templates]
         slot_of = {name: i for i, name in enumerate(ts.labels)}
+        self.sample = sample  # the sampled states: proposals must hold on them
+        self.proposed = 0
         for g in goals:
             if g.template is None:
-                k = len(templates) + len(self.formulas)
+                k = FORMULA_BASE + len(self.formulas)  # after any template, proposals too
                 self.formulas[k] = g.name
                 names = _names(g.formula)
                 self.terms[k] = [(ts.enc(g.formula), frozenset(slot_of[n] for n in names))]
@@ -624,8 +701,13 @@ class Strengthener:
                 break
             pre, post = cti
             pick = self._pick(pre)
+            if pick is None and self.sample is not None:
+                pick = self._propose(pre, post)
             if pick is not None:
                 self._add(pick)
+                for b in (self.failing([post], self.chosen) if post is not None
+                          else [ERRORS_GOAL]):
+                    self.support.setdefault(b, set()).add(pick)
                 continue
             if post is None:  # an invariant state where some action errs: give up on that
                 errors_goal = False
@@ -640,7 +722,29 @@ class Strengthener:
                 dropped += 1
         proved = [g.name for g in self.goals if g.template in self.chosen]
         open_ = [g.name for g in self.goals if g.template not in self.chosen]
-        return Selection(list(self.chosen), proved, open_, errors_goal, self.queries, dropped)
+        needs = {g.name: self.needed(g.template) for g in self.goals  # type: ignore[arg-type]
+                 if g.template in self.chosen}
+        if errors_goal:
+            needs[ERRORS_GOAL] = self.needed(ERRORS_GOAL)
+        return Selection(list(self.chosen), proved, open_, errors_goal, self.queries, dropped,
+                         needs)
+
+    def needed(self, root: int | str) -> list[int]:
+        """The chosen clauses ``root`` depends on: those added to exclude a
+        counterexample to its induction, and theirs, transitively (``root`` included).
+        Seeded clauses (from a smaller size) that no counterexample asked for are in
+        no goal's list: they were kept because they are inductive together."""
+        chosen = set(self.chosen)
+        out: list[int] = [root] if isinstance(root, int) and root in chosen else []
+        stack = [root]
+        seen: set[int | str] = {root}
+        while stack:
+            for k in sorted(self.support.get(stack.pop(), ())):
+                if k not in seen and k in chosen:
+                    seen.add(k)
+                    out.append(k)
+                    stack.append(k)
+        return out
 
     def _find_cti(self, errors_goal: bool) -> tuple[State, State | None] | None:
         ts = self.ts
@@ -676,6 +780,31 @@ class Strengthener:
         if not false_on:
             return None
         return min(false_on, key=lambda k: (self.size[k], k))
+
+    def _propose(self, pre: State, post: State | None) -> int | None:
+        """ICE-style: new candidates false on ``pre`` and true on the sample, over the
+        variables of the clauses the counterexample broke (:mod:`proposals`); they
+        join the pool, and the simplest is returned."""
+        from kvspec.engines.proposals import propose
+
+        assert self.sample is not None
+        broken = self.failing([post], self.chosen) if post is not None else set()
+        related = {v.name for v in self.schema.vars if v.owner == "model"}
+        for k in broken:
+            if k < len(self.templates):
+                for a, _ in self.templates[k].literals:
+                    related |= {a.var, a.other}
+        new = propose(self.sample, self.schema, pre, related, set(self.templates))
+        if not new:
+            return None
+        first = len(self.templates)
+        self.templates.extend(new)
+        self.size.extend(len(t.literals) * 4 + len(t.ctx)
+                         + 8 * sum(a.counts for a, _ in t.literals) for t in new)
+        self.evaluator = TemplateEvaluator(self.schema, self.templates)
+        self.proposed += len(new)
+        false_on = self.evaluator.failing([pre], range(first, len(self.templates)))
+        return min(false_on, key=lambda k: (self.size[k], k)) if false_on else None
 
     def size_of(self, k: int) -> int:
         return self.size[k] if k < len(self.size) else 0

@@ -5,6 +5,11 @@
    reachable state of a small configuration, are selected counterexample-guided
    into an inductive invariant — first at the small size, then at the target size
    starting from that selection (quantified clauses carry over between sizes).
+   At the target size only one action instance per symmetry orbit is encoded
+   (:func:`representatives_view`); when the selection proves every property, the
+   whole transition system is never built and no BMC runs (the certificate check
+   still covers every instance). Otherwise bounded model checking up to
+   ``quick_depth`` looks for shallow counterexamples of what is left.
 2. **Spacer** for whatever the candidates cannot support: the model × monitors as
    constrained Horn clauses (``Inv(s) ← init(s)``, ``Inv(s') ← Inv(s) ∧ H(s) ∧
    T(s, s')``, ``false ← Inv(s) ∧ bad(s)``), strengthened by the inductive part
@@ -22,6 +27,7 @@ and the invariant reads like the design (``docs/proofs.md`` has the numbers).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +40,7 @@ from kvspec.engines.bmc import Deadline, Search
 from kvspec.engines.explicit import OutOfTime, check_count, check_timeout, time_limit
 from kvspec.engines.inference import (
     InferenceTimeout,
+    representative_instances,
     Selection,
     StateTable,
     Strengthener,
@@ -51,8 +58,9 @@ from kvspec.engines.transition import (
 )
 from kvspec.lang.errors import ModelError
 from kvspec.lang.symmetry import analyse_symmetry
-from kvspec.lang.system import Property, System, compile_model
+from kvspec.lang.system import ActionInstance, Property, System, compile_model
 from kvspec.proofs.certificate import Invariant, verify_invariant, write_certificate
+from kvspec.proofs.smt_check import deep_terms
 from kvspec.trace import InternalError
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
 
@@ -95,10 +103,12 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
     except ModelError:
         return Inferred(None, None, notes={"sample": "the small configuration raises a model "
                                                      "error"})
-    templates = enumerate_candidates(small_schema, StateTable(small_schema, states))
+    sample = StateTable(small_schema, states)
+    templates = enumerate_candidates(small_schema, sample)
     notes.update(sample_states=len(states), candidates=len(templates),
                  sample_seconds=round(time.monotonic() - t0, 2))
     seed: list[int] = []
+    support: dict[int | str, set[int]] = {}
     if dict(small_schema.sizes) != dict(system.sizes):
         small = compile_model(system.loaded, small_schema.sizes, [p.name for p in system.properties],
                               inflight_bound=system.inflight_bound)
@@ -107,21 +117,27 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
                      symmetric[1] and small_schema.pages > 1)
         t1 = time.monotonic()
         try:
-            first = Strengthener(small_ts, templates, goal_templates(small, templates, names),
-                                 small_sym, deadline).run()
+            small_st = Strengthener(small_ts, templates, goal_templates(small, templates, names),
+                                    small_sym, deadline, sample=sample)
+            first = small_st.run()
         except InferenceTimeout:
             return Inferred(None, None, templates, notes)
         seed = first.chosen
+        support = small_st.support
         notes.update(small_selection=len(seed), small_seconds=round(time.monotonic() - t1, 2))
     t2 = time.monotonic()
     goals = goal_templates(system, templates, names)
-    strengthener = Strengthener(ts, templates, goals, symmetric, deadline, seed=seed)
+    strengthener = Strengthener(ts, templates, goals, symmetric, deadline, seed=seed,
+                                support=support, sample=sample)
     try:
         selection = strengthener.run()
     except InferenceTimeout:
         return Inferred(None, None, templates, notes)
+    notes.update(proposed=strengthener.proposed, candidates=len(strengthener.templates))
     notes.update(selection=len(selection.chosen), queries=selection.queries,
                  dropped=selection.dropped, select_seconds=round(time.monotonic() - t2, 2))
+    notes["needs"] = {goal: [strengthener.clause(k)[1] for k in ks]
+                      for goal, ks in selection.needs.items()}
     return Inferred(selection, strengthener, templates, notes)
 
 
@@ -367,33 +383,40 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
         with time_limit(deadline, "symmetry analysis"):
             report = analyse_symmetry(system, enabled=symmetry)
         symmetric = (report.requests, report.pages) if symmetry else (False, False)
-        ts = TransitionSystem(system, "bv", symmetric, deadline=deadline)
-        # 1. shallow bugs: bounded model checking up to ``quick_depth``, each query
-        # limited by work (QUICK_BMC_RLIMIT), not by seconds: the same on any machine
-        with time_limit(deadline, "bmc"):
-            search = Search(system, ts, deadline, "pdr", rlimit=QUICK_BMC_RLIMIT,
-                            progress=progress)
-            pending = list(system.properties)
-            search.deepen(pending, verdicts, max_depth=quick_depth)
-            search.unroller.rlimit = 0  # the deeper BMC of step 3 runs without a limit
-            depth = search.depth
-        extra["quick_bmc_depth"] = search.depth
-        if progress is not None:
-            progress(0, max(search.depth, 0), deadline.elapsed(), "pdr inference")
-        # 2. inference for the rest
-        with time_limit(deadline, "invariant inference"):
-            inferred = infer(system, ts, symmetric, deadline, [p.name for p in pending],
-                             max_states=max_states) if pending and inference \
-                else Inferred(None, None)
-        extra["inference"] = inferred.notes
+        pending = list(system.properties)
+        # 1. inference, selected over one action instance per symmetry orbit: only those
+        # are encoded (the whole transition system is built only if something is left)
+        inferred = Inferred(None, None)
+        if inference:
+            if progress is not None:
+                progress(0, 0, deadline.elapsed(), "pdr inference")
+            with time_limit(deadline, "invariant inference"), deep_terms():
+                view = representatives_view(system, symmetric)
+                rep_ts = TransitionSystem(view, "bv", symmetric, deadline=deadline)
+                inferred = infer(view, rep_ts, symmetric, deadline, [p.name for p in pending],
+                                 max_states=max_states)
+            extra["inference"] = inferred.notes
         sel = inferred.selection
         clauses, readable = inferred.clauses()
         proved: list[str] = []
         if sel is not None and sel.errors_excluded:
             proved = [name for name in sel.proved if any(p.name == name for p in pending)]
         open_props = [p for p in pending if p.name not in proved]
-        # 3. Spacer for what the candidates cannot support, BMC for what fails
         spacer_inv: z3.BoolRef | None = None
+        if open_props:
+            with deep_terms():
+                ts = TransitionSystem(system, "bv", symmetric, deadline=deadline)
+            # 2. shallow bugs: bounded model checking up to ``quick_depth``, each query
+            # limited by work (QUICK_BMC_RLIMIT), not by seconds: the same on any machine
+            with time_limit(deadline, "bmc"):
+                search = Search(system, ts, deadline, "pdr", rlimit=QUICK_BMC_RLIMIT,
+                                progress=progress)
+                search.deepen(open_props, verdicts, max_depth=quick_depth)
+                search.unroller.rlimit = 0  # the deeper BMC of step 3 runs without a limit
+                depth = search.depth
+            extra["quick_bmc_depth"] = search.depth
+            open_props = [p for p in open_props if p.name not in verdicts]
+        # 3. Spacer for what the candidates cannot support, BMC for what fails
         if open_props:
             with time_limit(deadline, "Spacer" if fallback == "spacer" else "IC3"):
                 spacer_inv = _decide(system, ts.twin("int"), search, clauses if sel else [],
@@ -404,7 +427,7 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
             if spacer_inv is not None:
                 proved += [p.name for p in open_props if p.name not in verdicts]
         if proved:
-            with time_limit(deadline, "the certificate check"):
+            with time_limit(deadline, "the certificate check"), deep_terms():
                 stopped = _prove(system, clauses, readable, spacer_inv, proved, verdicts, extra,
                                  save_proof, proofs_dir, deadline, inferred.notes,
                                  "IC3" if fallback == "ic3" else "Spacer")
@@ -417,6 +440,19 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
     stats = Stats(seconds=deadline.elapsed(), depth=max(depth, 0))
     stats.extra["pdr"] = extra
     return EngineOutcome([verdicts[p.name] for p in system.properties], stats, "pdr")
+
+
+def representatives_view(system: System, symmetric: tuple[bool, bool]) -> System:
+    """``system`` with only one action instance per orbit of the symmetric id spaces
+    (:func:`representative_instances`), renumbered: what the selection at the target
+    size checks anyway (candidates and steps are closed under renaming). The
+    certificate check always runs on ``system`` itself, every instance."""
+    if not any(symmetric):
+        return system
+    keep = representative_instances(system, symmetric)
+    insts = [ActionInstance(k, system.instances[j].action, system.instances[j].args)
+             for k, j in enumerate(keep)]
+    return dataclasses.replace(system, instances=insts, _batches=None, _machine=None)
 
 
 def _prove(system: System, clauses: list[z3.BoolRef], readable: list[str],
@@ -448,9 +484,13 @@ def _prove(system: System, clauses: list[z3.BoolRef], readable: list[str],
                                  properties=list(proved))
         note = f", saved to {path}"
         extra["certificate"] = str(path)
+    needs = notes.get("needs", {})
     for name in proved:
+        own = ""
+        if name in needs and spacer_inv is None:
+            own = f" (this property needs {len(needs[name])} of them)"
         verdicts[name] = Verdict(name, Status.PROVED, "pdr",
-                                 f"inductive invariant, {_clauses(len(inv_clauses))}{note}")
+                                 f"inductive invariant, {_clauses(len(inv_clauses))}{own}{note}")
     return ""
 
 

@@ -270,7 +270,19 @@ def _coverage_warnings(result: Result, err: IO[str]) -> None:
         err.write(f"kvspec: warning: coverage: {line}\n")
 
 
+def _check_search_options(args: argparse.Namespace) -> None:
+    """The explicit search's modes name the engine they need (never silently ignored)."""
+    for flag, given in (("--stop-at-first", args.stop_at_first),
+                        ("--fingerprint", args.fingerprint)):
+        if given and args.engine != "explicit":
+            raise UsageError(f"{flag} applies to the explicit search: add --engine explicit "
+                             f"(not {args.engine})")
+    if args.fingerprint and args.backend == "python":
+        raise UsageError("--fingerprint needs the native backend (--backend native)")
+
+
 def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    _check_search_options(args)
     output_file(args.render, "--render")
     program = _python_file(args)
     output_file(program, "--python")

@@ -33,6 +33,10 @@ class Status(str, enum.Enum):
     UNKNOWN = "UNKNOWN"    # a limit was hit or a solver gave up: nothing is claimed
 
 
+#: methods whose HOLDS is not a proof: exit code 3, never success
+NOT_A_PROOF = ("bounded", "fingerprint")
+
+
 @dataclass
 class Verdict:
     prop: str
@@ -43,7 +47,9 @@ class Verdict:
 
     @property
     def is_success(self) -> bool:
-        return self.status in (Status.PROVED, Status.HOLDS) and self.method != "bounded"
+        """PROVED, or HOLDS after an exhaustive search: not a bounded search, and not a
+        hash-compacted one (``fingerprint``: a state may have been missed)."""
+        return self.status in (Status.PROVED, Status.HOLDS) and self.method not in NOT_A_PROOF
 
     def headline(self) -> str:
         """``HOLDS (exhaustive, requests=2, pages=8)``, ``VIOLATED (bmc, depth 9)``."""

@@ -30,11 +30,20 @@ def run_cli(*argv: str) -> CliRun:
 
 
 def system_of(name_or_path: str | Path, sizes: dict[str, int] | None = None,
-              properties: list[str] | None = None) -> System:
+              properties: list[str] | None = None, model_class: str | None = None) -> System:
+    """A shipped model by file name (``models/``, else ``models/library/``) or path."""
     path = Path(name_or_path)
     if not path.is_absolute() and not path.exists():
         path = MODELS / path
-    return compile_model(load_model(path), sizes or {}, properties)
+        if not path.exists():
+            path = MODELS / "library" / name_or_path
+    return compile_model(load_model(path, model_class), sizes or {}, properties)
+
+
+def certificate_system(cert: Path) -> System:
+    """The model a stored certificate ``<file>.<Class>.<sizes>.json`` was made for."""
+    file, cls = cert.name.split(".")[:2]
+    return system_of(f"{file}.py", model_class=cls)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 import z3
-from conftest import MODELS, ROOT, run_cli, system_of
+from conftest import MODELS, ROOT, certificate_system, run_cli, system_of
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
@@ -178,7 +178,7 @@ def test_forged_certificate_does_not_prove_violated_properties(buggy: System,
 
 @pytest.mark.parametrize("cert", STORED, ids=[p.name.split(".")[0] for p in STORED])
 def test_stored_certificates_are_accepted_and_say_what_was_checked(cert: Path) -> None:
-    system = system_of(cert.name.split(".")[0] + ".py")
+    system = certificate_system(cert)
     doc = json.loads(cert.read_text())
     check = check_certificate(cert, system)
     assert check.ok, check.problems

@@ -74,9 +74,12 @@ def test_state_limit_is_unknown_never_success() -> None:
     assert "UNKNOWN" in result.out and "HOLDS" not in result.out
 
 
-def test_timeout_is_unknown() -> None:
+@pytest.mark.parametrize("search", [["--backend", "python"],
+                                    ["--backend", "native", "--no-symmetry"]])
+def test_timeout_is_unknown(search: list[str]) -> None:
+    """Both backends: the search (or the native build) runs past --timeout."""
     result = run_cli("verify", str(MODELS / "patched.py"), "--engine", "explicit",
-                     "--size", "requests=3,pages=8", "--timeout", "0.5", "--json")
+                     "--size", "requests=3,pages=8", "--timeout", "0.5", "--json", *search)
     doc = json.loads(result.out)
     assert result.code == 3
     assert {v["status"] for v in doc["verdicts"]} == {"UNKNOWN"}

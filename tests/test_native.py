@@ -166,6 +166,24 @@ def test_cli_json_reports_the_native_run() -> None:
     assert res.err == ""
 
 
+def test_cli_fingerprint_holds_is_not_success() -> None:
+    """A hash-compacted search may have missed a state: HOLDS says so, and exits 3."""
+    res = run_cli("verify", str(MODELS / "single_node.py"), "--engine", "explicit",
+                  "--backend", "native", "--fingerprint")
+    assert res.code == 3, res.out + res.err
+    assert "HOLDS (fingerprint" in res.out and "not exhaustive" in res.out
+
+
+@pytest.mark.parametrize("argv,needs", [
+    (["--fingerprint"], "--engine explicit"),
+    (["--stop-at-first", "--engine", "pdr"], "--engine explicit"),
+    (["--fingerprint", "--engine", "explicit", "--backend", "python"], "--backend native"),
+])
+def test_cli_search_modes_name_what_they_need(argv: list[str], needs: str) -> None:
+    res = run_cli("verify", str(MODELS / "single_node.py"), *argv)
+    assert res.code == 2 and needs in res.err and "Traceback" not in res.err
+
+
 # -- the canonicalisation itself ----------------------------------------------------------
 
 def _canon_lib(system: System, cache: Path) -> tuple[Any, Canonicalizer]:

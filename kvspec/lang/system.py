@@ -377,7 +377,7 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
                              f"{name!r}; rename it", body.file, body.tree.lineno)
     available = list(library.ALL) + list(invariants)
     wanted = list(properties) if properties is not None \
-        else list(decl.properties or library.LIBRARY)
+        else list(library.LIBRARY if decl.properties is None else decl.properties)
     if properties is None:
         wanted += [n for n in invariants if n not in wanted]
     for name in wanted:

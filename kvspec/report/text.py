@@ -42,6 +42,8 @@ def verdict_line(v: Verdict) -> Text:
     text.append(v.headline(), style=_STYLE[v.status])
     if v.status is Status.HOLDS and v.method == "bounded":
         text.append("  (bounded only: not a proof)", style="yellow")
+    elif v.status is Status.HOLDS and v.method == "fingerprint":
+        text.append("  (hash compaction: not exhaustive)", style="yellow")
     return text
 
 

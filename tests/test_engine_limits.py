@@ -417,9 +417,13 @@ SYM_RUNS = {
 }
 
 
-@pytest.mark.parametrize("engine", sorted(SYM_RUNS))
+@pytest.mark.parametrize("engine", [pytest.param(e, marks=pytest.mark.slow) if e == "auto" else e
+                                    for e in sorted(SYM_RUNS)])
 def test_no_symmetry_means_no_symmetry_breaking(monkeypatch: pytest.MonkeyPatch,
                                                 engine: str) -> None:
+    """Symmetry off means no symmetry breaking in any solver query. (The auto case,
+    about 70 s, is marked slow: its stages are the bmc and kind runs here and PDR, which
+    test_no_symmetry_in_pdr covers.)"""
     monkeypatch.setattr(auto_mod, "QUICK_BMC_WORK", 4_000_000)
     seen = _record_symmetry(monkeypatch)
     off = SYM_RUNS[engine](system_of("buggy_pd.py", SMALL), False)

@@ -123,7 +123,9 @@ def test_ci_runs_the_readme_test_command_in_a_fresh_virtualenv() -> None:
     assert lines.index(install) > activate[0]
     runs = [line for line in lines if test in line]
     assert runs and lines.index(runs[0]) > activate[0], f"{test!r} is not run from the venv"
-    assert re.search(r"command -v dot", script) and "apt-get install -y -qq graphviz" in script
+    for tool, package in (("dot", "graphviz"), ("spin", "spin"), ("cc", "gcc")):
+        assert f"command -v {tool}" in script and f'missing="$missing {package}"' in script
+    assert "apt-get install -y -qq $missing" in script
     assert re.search(r'"\$status" -eq 5', script), "pytest's 'no tests collected' is not handled"
     assert subprocess.run(["bash", "-n", str(ROOT / ".ci" / "run")]).returncode == 0
 

@@ -8,18 +8,33 @@ from kvspec.engines.explicit import explore
 from kvspec.lang.symmetry import analyse_symmetry
 
 
+#: shipped models whose pages are not interchangeable, and the line that says why
+PAGE_ORDER = {"lowest_free.py": "the loop over pages carries local 'taken'"}
+
+
 @pytest.mark.parametrize("model", ALL_MODELS)
 def test_reduction_gives_the_same_verdicts_and_trace_lengths(model: str) -> None:
     system = system_of(model)
     reduced = explore(system, symmetry=True)
     full = explore(system_of(model), symmetry=False)
-    assert reduced.symmetry.requests and reduced.symmetry.pages
+    assert reduced.symmetry.requests
+    if model in PAGE_ORDER:
+        assert not reduced.symmetry.pages
+        assert any(PAGE_ORDER[model] in why for why in reduced.symmetry.reasons)
+    else:
+        assert reduced.symmetry.pages
     for a, b in zip(reduced.verdicts, full.verdicts):
         assert (a.prop, a.status) == (b.prop, b.status)
         assert (len(a.trace) if a.trace else None) == (len(b.trace) if b.trace else None)
     # the representatives stand for exactly the states of the unreduced search
+    # (counted exactly up to the explicit engine's orbit limit, estimated from a sample
+    # beyond it)
     if all(v.trace is None for v in full.verdicts):
-        assert reduced.stats.symmetry["concrete_states"] == full.stats.states
+        concrete = reduced.stats.symmetry["concrete_states"]
+        if reduced.stats.symmetry["concrete_states_exact"]:
+            assert concrete == full.stats.states
+        else:
+            assert abs(concrete - full.stats.states) <= 0.02 * full.stats.states
         assert reduced.stats.states < full.stats.states
 
 

@@ -4,7 +4,7 @@ the same action instances and discharged obligations; and so the same verdicts a
 the same lassos, on every shipped model and on generated models with planted leaks."""
 from __future__ import annotations
 
-from pathlib import Path
+import json
 from typing import Any
 
 import pytest
@@ -110,7 +110,6 @@ def test_cli_backends_print_the_same_verdicts() -> None:
     assert runs["native"][0] == runs["python"][0] == 1
 
     def verdicts(text: str) -> list[Any]:
-        import json
         doc = json.loads(text)
         return [(v["property"], v["status"], len((v.get("trace") or {}).get("steps", [])))
                 for v in doc["verdicts"]]

@@ -18,6 +18,7 @@ import resource
 import sys
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from kvspec.engines.canon import Canonicalizer, invert
 from kvspec.engines.explicit import OutOfTime, check_count, check_timeout
@@ -253,12 +254,15 @@ def _symmetry_plan(system: System, wanted: bool, temporal: bool, final: object
 def check_liveness(system: System, *, properties: list[str] | None = None,
                    deadlock: bool = True, max_states: int | None = None,
                    timeout: float | None = None, fairness: bool = True,
-                   symmetry: bool = False) -> tuple[list[Verdict], Stats]:
+                   symmetry: bool = False, backend: str = "python",
+                   warn: Callable[[str], None] | None = None) -> tuple[list[Verdict], Stats]:
     """Check the liveness ``properties`` (default: all of :data:`LIVENESS` and the
     model's own temporal properties, :mod:`kvspec.liveness.temporal`) and, with
     ``deadlock``, deadlock freedom. ``fairness=False`` ignores the model's
     ``@action(fair=...)`` declarations (nothing is assumed fair). ``symmetry`` searches
-    the symmetry quotient where that is sound (:mod:`kvspec.liveness.quotient`)."""
+    the symmetry quotient where that is sound (:mod:`kvspec.liveness.quotient`).
+    ``backend="native"`` builds the (plain) graph on the compiled search; ``warn`` gets
+    one line when it falls back to Python."""
     check_count("max_states", max_states, 1)
     check_timeout(timeout)
     props, temporal = select(system, properties)
@@ -272,7 +276,8 @@ def check_liveness(system: System, *, properties: list[str] | None = None,
     if canon is not None:
         pg = explore_quotient(system, monitor, canon, max_states=max_states, deadline=end)
     else:
-        pg = explore_product(system, monitor, max_states=max_states, deadline=end)
+        pg = explore_product(system, monitor, max_states=max_states, deadline=end,
+                             backend=backend, warn=warn)
 
     def check() -> None:
         if end is not None and time.monotonic() >= end:

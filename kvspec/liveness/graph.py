@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kvspec.lang.schema import State
 from kvspec.lang.system import System
@@ -70,8 +71,19 @@ class ProductGraph:
 
 
 def explore_product(system: System, monitor: ObligationMonitor, *, max_states: int | None,
-                    deadline: float | None) -> ProductGraph:
-    """Breadth-first search of the product (``deadline``: a ``time.monotonic()`` value)."""
+                    deadline: float | None, backend: str = "python",
+                    warn: Callable[[str], None] | None = None) -> ProductGraph:
+    """Breadth-first search of the product (``deadline``: a ``time.monotonic()`` value).
+    ``backend="native"``: on the model graph of the compiled search
+    (:mod:`kvspec.liveness.native_graph`; the same graph), falling back to Python."""
+    if backend == "native":
+        from kvspec.liveness.native_graph import explore_product_native
+        pg = explore_product_native(system, monitor, max_states=max_states, deadline=deadline,
+                                    warn=warn)
+        if pg is not None:
+            return pg
+    elif backend != "python":
+        raise ValueError(f"unknown backend {backend!r} (native or python)")
     start = time.monotonic()
     pg = ProductGraph(system, monitor)
     g = pg.graph

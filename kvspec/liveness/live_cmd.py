@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kvspec.cli_args import positive_int
+from kvspec.engines.native import BACKENDS, default_backend
 from kvspec.lang.errors import UsageError
 from kvspec.lang.loader import LoadedModel, load_model, parse_sizes
 from kvspec.lang.system import System, compile_model
@@ -49,6 +50,9 @@ def cmd_live(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     engine = getattr(args, "engine", None) or "explicit"
     if engine in ("bmc", "proof") and getattr(args, "symmetry", False):
         raise UsageError("--symmetry applies to --engine explicit and auto")
+    backend = getattr(args, "backend", None)
+    if engine in ("bmc", "proof") and backend is not None:
+        raise UsageError("--backend applies to --engine explicit and auto")
     if engine == "bmc":
         if args.max_states is not None:
             raise UsageError("--max-states applies to --engine explicit; the bmc engine is "
@@ -81,7 +85,9 @@ def cmd_live(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                                          max_states=limit,
                                          timeout=share if auto else args.timeout,
                                          fairness=not args.no_fairness,
-                                         symmetry=bool(getattr(args, "symmetry", False)))
+                                         symmetry=bool(getattr(args, "symmetry", False)),
+                                         backend=backend or default_backend(),
+                                         warn=lambda m: err.write(f"kvspec: warning: {m}\n"))
         if auto:
             left = None if args.timeout is None else \
                 max(1.0, args.timeout - (time.monotonic() - started))
@@ -184,6 +190,11 @@ def add_arguments(p: argparse.ArgumentParser, kit: Any | None = None) -> None:
                    help="--engine explicit: search the symmetry quotient (interchangeable "
                         "requests/pages; same verdicts, real lassos not claimed shortest); "
                         "off by default")
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="--engine explicit/auto: build the reachable graph with native (the "
+                        "model compiled to C; the default when a C compiler is present) or "
+                        "python; the same graph either way (--symmetry's quotient is built "
+                        "in Python)")
     p.add_argument("--max-states", type=positive_int, default=None, metavar="N",
                    help="give up after N >= 1 states (verdict UNKNOWN)")
     if kit is not None:

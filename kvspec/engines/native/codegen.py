@@ -170,7 +170,11 @@ def _instance(low: Lowering, layout: Layout, ie: InstanceEncoding, enc: StepEnco
     errors = [c for c, _ in ie.errors if c.get_id() not in inv_ids]
     updates = sorted(ie.updates.items())
     guards = [(kinds.index(ev.kind), z3.simplify(ev.guard)) for ev in enc.events]
-    low.begin([ie.enabled, *errors, *[t for _, t in updates], *[g for _, g in guards]])
+    # the events themselves, for the edge mode (the monitor of the liveness product)
+    emitted = [(k, g, z3.simplify(ev.request), None if ev.page is None else z3.simplify(ev.page))
+               for (k, g), ev in zip(guards, enc.events)]
+    args = [t for _, _, r, p in emitted for t in (r, p) if t is not None]
+    low.begin([ie.enabled, *errors, *[t for _, t in updates], *[g for _, g in guards], *args])
     low.put(f"{{ /* {ie.inst.label()} */")
     with low.nested():
         if errors:
@@ -181,7 +185,7 @@ def _instance(low: Lowering, layout: Layout, ie: InstanceEncoding, enc: StepEnco
         else:
             low.put(f"if ({low.expr(ie.enabled)}) {{")
             with low.nested():
-                _successor(low, layout, updates, guards, ie.inst.index, props, sym)
+                _successor(low, layout, updates, guards, ie.inst.index, props, sym, emitted)
             low.put("}")
     low.put("}")
 
@@ -239,7 +243,8 @@ def _invariants(system: System, cur: list[z3.ExprRef], low: Lowering,
 
 def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRef]],
                guards: list[tuple[int, z3.BoolRef]], index: int, props: list[Property],
-               sym: bool) -> None:
+               sym: bool, emitted: list[tuple[int, z3.BoolRef, z3.ExprRef, z3.ExprRef | None]]
+               ) -> None:
     values = []
     for slot, term in updates:
         values.append((slot, low.expr(term)))
@@ -263,6 +268,16 @@ def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRe
             low.put(f"t[{slot}] = {name};")
         low.put(f"if (kv_succ_full(c, t, {index}, viol)) return 1;")
         return
+    if emitted:
+        low.put("if (c->edge_cap >= 0) {  /* edge mode: the events of this transition */")
+        with low.nested():
+            for kind, g, r, p in emitted:
+                if z3.is_false(g):
+                    continue
+                page = "-1" if p is None else low.expr(p)
+                call = f"if (kv_event(c, {kind}, {low.expr(r)}, {page})) return 1;"
+                low.put(call if z3.is_true(g) else f"if ({low.expr(g)}) {{ {call} }}")
+        low.put("}")
     low.put("uint64_t n[NW]; memcpy(n, w, sizeof n);")
     for slot, name in names:
         sl = layout.slots[slot]

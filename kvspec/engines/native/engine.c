@@ -16,6 +16,8 @@ typedef struct kv_params {
     int64_t stop_first;      /* stop once any property is violated */
     int64_t fingerprint;     /* store 64-bit fingerprints only (hash compaction) */
     int64_t init_found;      /* properties the initial state violates (bit per property) */
+    int64_t edges;           /* record every transition (source, target, instance); no
+                              * symmetry, no fingerprints; properties do not stop the search */
 } kv_params;
 
 typedef struct kv_result {
@@ -45,9 +47,29 @@ typedef struct kv_ctx {
     kv_result *r;
     int64_t *cov_inst, *cov_ev;
     int oom;
+    int64_t dup;             /* index of the stored state kv_insert last found again */
+    uint32_t *edge;          /* edge mode: (source, target, instance, events end) per transition */
+    int64_t nedges, edge_cap;
+    int32_t *ev;             /* edge mode: (kind, request, page or -1) per event, in order */
+    int64_t nev, ev_cap;
 } kv_ctx;
 
 static int kv_succ(kv_ctx *c, const uint64_t *w, int64_t inst, uint64_t viol);
+
+/* edge mode: one event of the transition about to be handed to kv_succ */
+static int kv_event(kv_ctx *c, int64_t kind, int64_t request, int64_t page) {
+    if (c->nev == c->ev_cap) {
+        int64_t cap = c->ev_cap + c->ev_cap / 2 + 4096;
+        int32_t *e = realloc(c->ev, (size_t)cap * 3 * sizeof(int32_t));
+        if (!e) { c->oom = 1; return 1; }
+        c->ev = e;
+        c->ev_cap = cap;
+    }
+    int32_t *e = c->ev + (size_t)c->nev * 3;
+    e[0] = (int32_t)kind; e[1] = (int32_t)request; e[2] = (int32_t)page;
+    c->nev++;
+    return 0;
+}
 /*@MODEL@*/
 
 static inline uint64_t kv_hash(const uint64_t *w) {
@@ -169,7 +191,10 @@ static int64_t kv_insert(kv_ctx *c, const uint64_t *w, int64_t parent, int64_t i
             uint64_t e = c->table[k];
             if (!e) break;
             if ((e & ~0xFFFFFFFFull) == tag &&
-                memcmp(c->arena + (size_t)((e & 0xFFFFFFFFull) - 1) * SB, w, SB) == 0) return -1;
+                memcmp(c->arena + (size_t)((e & 0xFFFFFFFFull) - 1) * SB, w, SB) == 0) {
+                c->dup = (int64_t)(e & 0xFFFFFFFFull) - 1;
+                return -1;
+            }
             k = (k + 1) & c->mask;
         }
     }
@@ -182,13 +207,29 @@ static int64_t kv_insert(kv_ctx *c, const uint64_t *w, int64_t parent, int64_t i
     return idx;
 }
 
+/* edge mode: one more transition head -> idx by instance inst */
+static int kv_edge(kv_ctx *c, int64_t idx, int64_t inst) {
+    if (c->nedges == c->edge_cap) {
+        int64_t cap = c->edge_cap + c->edge_cap / 2 + 4096;
+        uint32_t *e = realloc(c->edge, (size_t)cap * 4 * sizeof(uint32_t));
+        if (!e) return 1;
+        c->edge = e;
+        c->edge_cap = cap;
+    }
+    uint32_t *e = c->edge + (size_t)c->nedges * 4;
+    e[0] = (uint32_t)c->head; e[1] = (uint32_t)idx; e[2] = (uint32_t)inst; e[3] = (uint32_t)c->nev;
+    c->nedges++;
+    return 0;
+}
+
 /* one transition of the state being expanded to the packed successor w */
 static int kv_succ(kv_ctx *c, const uint64_t *w, int64_t inst, uint64_t viol) {
     c->transitions++;
     if (viol) kv_found(c, viol, c->head, inst);
     int64_t idx = kv_insert(c, w, c->head, inst);
-    if (idx == -1) return 0;
     if (idx == -2) { c->oom = 1; return 1; }
+    if (c->edge_cap >= 0 && kv_edge(c, idx == -1 ? c->dup : idx, inst)) { c->oom = 1; return 1; }
+    if (idx == -1) return 0;
     int64_t s[NSLOTS];
     kv_decode(w, s);
     if (kv_inv_err(s)) {
@@ -224,6 +265,7 @@ void *kv_run(const int64_t *init, const kv_params *p, kv_result *r, int64_t *cov
     c->cov_inst = cov_inst;
     c->cov_ev = cov_ev;
     c->fingerprint = p->fingerprint != 0;
+    c->edge_cap = p->edges && !c->fingerprint && !SYMMETRY ? 0 : -1;  /* -1: no edges */
     c->mask = (1u << 12) - 1;
     if (c->fingerprint) c->fp = calloc(c->mask + 1, sizeof(uint64_t));
     else c->table = calloc(c->mask + 1, sizeof(uint64_t));
@@ -239,7 +281,7 @@ void *kv_run(const int64_t *init, const kv_params *p, kv_result *r, int64_t *cov
     int64_t level_end = 1, depth = 0;
     int stopped = ST_NONE;
     while (c->head < c->n) {
-        if (r->found_count == NPROPS) { stopped = ST_ALL; break; }
+        if (r->found_count == NPROPS && c->edge_cap < 0) { stopped = ST_ALL; break; }
         if (p->stop_first && r->found_count > 0) { stopped = ST_FIRST; break; }
         if (c->head == level_end) { depth++; level_end = c->n; }
         kv_load(c, c->head, w);
@@ -297,9 +339,37 @@ int64_t kv_via(void *h, int64_t idx) {
     return idx <= 0 ? -1 : (int64_t)c->via[idx];
 }
 
+/* edge mode: the transitions recorded, 4 x uint32 each (source, target, instance, end
+ * of its events: they are kv_events' entries from the previous edge's end to this one) */
+const uint32_t *kv_edges(void *h, int64_t *count) {
+    kv_ctx *c = &((kv_run_t *)h)->c;
+    *count = c->nedges;
+    return c->edge;
+}
+
+/* edge mode: the events recorded, 3 x int32 each (kind index, request, page or -1) */
+const int32_t *kv_events(void *h, int64_t *count) {
+    kv_ctx *c = &((kv_run_t *)h)->c;
+    *count = c->nev;
+    return c->ev;
+}
+
+/* every stored state, unpacked, NSLOTS values each (not in fingerprint mode) */
+int kv_states(void *h, int64_t *out) {
+    kv_ctx *c = &((kv_run_t *)h)->c;
+    if (c->arena_base) return 0;
+    uint64_t w[NW];
+    for (int64_t i = 0; i < c->n; i++) {
+        kv_load(c, i, w);
+        kv_decode(w, out + (size_t)i * NSLOTS);
+    }
+    return 1;
+}
+
 void kv_free(void *h) {
     if (!h) return;
     kv_ctx *c = &((kv_run_t *)h)->c;
+    free(c->edge); free(c->ev);
     free(c->arena); free(c->parent); free(c->via); free(c->table); free(c->fp);
     free(h);
 }

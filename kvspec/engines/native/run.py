@@ -27,10 +27,11 @@ from kvspec.engines.native.codegen import generate
 from kvspec.lang.schema import State
 from kvspec.lang.symmetry import analyse_symmetry
 from kvspec.lang.system import ActionInstance, System
+from kvspec.props.events import Event
 from kvspec.trace import InternalError
 from kvspec.verdict import Status, Verdict
 
-__all__ = ["NativeRun", "explore_native", "omission_bound"]
+__all__ = ["NativeRun", "StateGraph", "explore_native", "native_state_graph", "omission_bound"]
 
 _STOPPED = {0: None, 1: ALL_VIOLATED, 2: TIMEOUT, 3: STATE_LIMIT, 5: FIRST_VIOLATION,
             6: OUT_OF_MEMORY}
@@ -40,7 +41,7 @@ I64 = ctypes.c_int64
 
 class _Params(ctypes.Structure):
     _fields_ = [("max_states", I64), ("timeout_s", ctypes.c_double), ("stop_first", I64),
-                ("fingerprint", I64), ("init_found", I64)]
+                ("fingerprint", I64), ("init_found", I64), ("edges", I64)]
 
 
 class _Result(ctypes.Structure):
@@ -67,6 +68,12 @@ def _load(path: Path) -> ctypes.CDLL:
         for fn in (lib.kv_parent, lib.kv_via):
             fn.argtypes = [ctypes.c_void_p, I64]
             fn.restype = I64
+        lib.kv_edges.argtypes = [ctypes.c_void_p, ctypes.POINTER(I64)]
+        lib.kv_edges.restype = ctypes.POINTER(ctypes.c_uint32)
+        lib.kv_events.argtypes = [ctypes.c_void_p, ctypes.POINTER(I64)]
+        lib.kv_events.restype = ctypes.POINTER(ctypes.c_int32)
+        lib.kv_states.argtypes = [ctypes.c_void_p, ctypes.POINTER(I64)]
+        lib.kv_states.restype = ctypes.c_int
         lib.kv_free.argtypes = [ctypes.c_void_p]
         lib.kv_free.restype = None
         _LIBS[path] = lib
@@ -291,3 +298,94 @@ def _raise_model_error(system: System, canon: Canonicalizer | None, states: Sequ
                         "when the path is re-executed concretely")
 
 
+
+
+@dataclass
+class StateGraph:
+    """The whole reachable graph of the model's states (no symmetry), breadth-first:
+    ``states[i]`` in the Python search's order, ``edges`` every transition as
+    (source, target, instance index) in the order the search tries them, ``events[k]``
+    what edge ``k`` emits, in order."""
+
+    states: list[State]
+    edges: list[tuple[int, int, int]]
+    events: list[tuple[Event, ...]]
+    cpu_seconds: float
+
+
+def native_state_graph(system: System, *, max_states: int | None = None,
+                       timeout: float | None = None, cache: Path | None = None
+                       ) -> StateGraph | str:
+    """Every state and every transition of ``system``, by the compiled search in edge
+    mode; or why the graph is not whole (``"timeout"``, ``"state-limit"``,
+    ``"out-of-memory"``, ``"model-error"``: the caller builds it in Python instead).
+    Raises :class:`~kvspec.engines.native.terms.Unsupported` or
+    :class:`~kvspec.engines.native.build.BuildError` when it cannot run."""
+    canon = Canonicalizer(system.schema, False, False)
+    built, meta = _build(system, canon, cache)
+    lib = _load(built.path)
+    params = _Params(max_states or 0, timeout or 0.0, 0, 0, 0, 1)
+    result = _Result()
+    ninst = len(system.instances)
+    cov_inst, cov_ev = (I64 * ninst)(), (I64 * max(len(meta["kinds"]), 1))()
+    callback = _Progress(lambda states, depth, seconds: 0)
+    init = system.initial
+    c_init = (I64 * len(init))(*[int(x) for x in init])
+    handle = lib.kv_run(c_init, ctypes.byref(params), ctypes.byref(result), cov_inst, cov_ev,
+                        callback)
+    if not handle:
+        raise MemoryError("native search: cannot allocate its tables")
+    try:
+        if result.err_kind:
+            return "model-error"
+        if result.stopped != 0 or result.head < result.states:
+            return _STOPPED.get(result.stopped) or "stopped"
+        states = _all_states(lib, handle, system, result.states)
+        count = I64()
+        ptr = lib.kv_edges(handle, ctypes.byref(count))
+        flat = _copy(ptr, ctypes.c_uint32, 4 * count.value)
+        edges = list(zip(flat[0::4], flat[1::4], flat[2::4]))
+        ends = flat[3::4]
+        ptr_ev = lib.kv_events(handle, ctypes.byref(count))
+        ev_flat = _copy(ptr_ev, ctypes.c_int32, 3 * count.value)
+    finally:
+        lib.kv_free(handle)
+    kinds: list[str] = meta["kinds"]
+    made: dict[tuple[int, int, int], Event] = {}
+    evs = []
+    for k, r, p in zip(ev_flat[0::3], ev_flat[1::3], ev_flat[2::3]):
+        ev = made.get((k, r, p))
+        if ev is None:
+            ev = made[(k, r, p)] = Event(kinds[k], r, None if p < 0 else p)
+        evs.append(ev)
+    events: list[tuple[Event, ...]] = []
+    prev = 0
+    for end in ends:
+        events.append(tuple(evs[prev:end]) if end > prev else ())
+        prev = end
+    return StateGraph(states, edges, events, result.cpu_ns / 1e9)
+
+
+def _copy(ptr: Any, ctype: Any, count: int) -> list[int]:
+    """``count`` values of C type ``ctype`` at ``ptr``, as a list."""
+    if not count:
+        return []
+    return list((ctype * count).from_address(ctypes.addressof(ptr.contents)))
+
+
+def _all_states(lib: ctypes.CDLL, handle: int, system: System, count: int) -> list[State]:
+    """The ``count`` stored states, unpacked as the Python search's state tuples."""
+    types = system.slot_types()
+    width = len(types)
+    buf = (I64 * (count * width))()
+    if not lib.kv_states(handle, buf):
+        raise InternalError("native: the stored states are no longer all in memory")
+    flat = buf[:]
+    bools = [j for j, t in enumerate(types) if t.kind == "bool"]
+    states: list[State] = []
+    for i in range(0, count * width, width):
+        row = flat[i:i + width]
+        for j in bools:
+            row[j] = bool(row[j])
+        states.append(tuple(row))
+    return states

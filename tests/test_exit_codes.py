@@ -8,6 +8,7 @@ import json
 import re
 import shlex
 import signal
+import shutil
 import subprocess
 import sys
 import time
@@ -315,12 +316,20 @@ def test_interrupted_before_the_model_is_loaded(monkeypatch: pytest.MonkeyPatch)
     assert res.code == 130 and res.out == "" and res.err == "kvspec: interrupted\n"
 
 
-def test_sigint_on_a_real_process() -> None:
-    """A real Ctrl-C during a long exhaustive search (the explicit engine lets
-    KeyboardInterrupt through)."""
+@pytest.mark.parametrize("search", [["--backend", "python"],
+                                    ["--backend", "native", "--no-symmetry"]])
+def test_sigint_on_a_real_process(search: list[str]) -> None:
+    """A real Ctrl-C during a long exhaustive search, on both backends (the Python
+    search lets KeyboardInterrupt through; the native loop checks for it)."""
+    argv = [sys.executable, "-m", "kvspec", "verify", str(MODELS / "patched.py"), "--engine",
+            "explicit", "--size", "requests=3,pages=8", *search]
+    if "native" in search:
+        if shutil.which("cc") is None and shutil.which("gcc") is None:
+            pytest.skip("no C compiler")
+        # build and cache the compiled search first: the signal is for the search
+        subprocess.run([*argv, "--max-states", "1"], cwd=ROOT, capture_output=True, timeout=300)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kvspec", "verify", str(MODELS / "patched.py"), "--engine",
-         "explicit", "--size", "requests=3,pages=8"], cwd=ROOT, text=True,
+        argv, cwd=ROOT, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(3)

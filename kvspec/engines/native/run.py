@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import ctypes
 import json
+import signal
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -222,6 +225,8 @@ def explore_native(system: System, *, symmetry: bool = True, limits: Limits | No
     interrupted = [False]
 
     def on_progress(states: int, depth: int, seconds: float) -> int:
+        if interrupted[0]:
+            return 1
         try:
             if progress is not None:
                 progress(states, depth, seconds, "explicit")
@@ -232,8 +237,9 @@ def explore_native(system: System, *, symmetry: bool = True, limits: Limits | No
 
     callback = _Progress(on_progress)
     c_init = (I64 * len(init))(*[int(x) for x in init])
-    handle = lib.kv_run(c_init, ctypes.byref(params), ctypes.byref(result), cov_inst, cov_ev,
-                        callback)
+    with _ctrl_c_noted(interrupted):
+        handle = lib.kv_run(c_init, ctypes.byref(params), ctypes.byref(result), cov_inst,
+                            cov_ev, callback)
     if not handle:
         raise MemoryError("native search: cannot allocate its tables")
     try:
@@ -313,6 +319,25 @@ class StateGraph:
     cpu_seconds: float
 
 
+@contextmanager
+def _ctrl_c_noted(interrupted: list[bool]) -> Iterator[None]:
+    """While the C loop runs, Ctrl-C only sets ``interrupted[0]``; the progress callback
+    then stops the loop and the caller raises KeyboardInterrupt. (A KeyboardInterrupt
+    raised inside a ctypes callback would be printed as "Exception ignored" and lost.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        interrupted[0] = True
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+
+
 def native_state_graph(system: System, *, max_states: int | None = None,
                        timeout: float | None = None, cache: Path | None = None
                        ) -> StateGraph | str:
@@ -328,14 +353,18 @@ def native_state_graph(system: System, *, max_states: int | None = None,
     result = _Result()
     ninst = len(system.instances)
     cov_inst, cov_ev = (I64 * ninst)(), (I64 * max(len(meta["kinds"]), 1))()
-    callback = _Progress(lambda states, depth, seconds: 0)
+    interrupted = [False]
+    callback = _Progress(lambda states, depth, seconds: int(interrupted[0]))
     init = system.initial
     c_init = (I64 * len(init))(*[int(x) for x in init])
-    handle = lib.kv_run(c_init, ctypes.byref(params), ctypes.byref(result), cov_inst, cov_ev,
-                        callback)
+    with _ctrl_c_noted(interrupted):
+        handle = lib.kv_run(c_init, ctypes.byref(params), ctypes.byref(result), cov_inst,
+                            cov_ev, callback)
     if not handle:
         raise MemoryError("native search: cannot allocate its tables")
     try:
+        if interrupted[0]:
+            raise KeyboardInterrupt
         if result.err_kind:
             return "model-error"
         if result.stopped != 0 or result.head < result.states:

@@ -151,6 +151,7 @@ class Conformance:
         self.max_configs = max_configs
         self.unlogged = set(mapping.unlogged_events)
         self.ignore = set(mapping.ignore_events)
+        self.skip = self.ignore | self.unlogged  # kinds conformance does not look at
         names = {a.name for a in system.actions}
         for s in mapping.silent_actions:
             if s not in names:
@@ -192,7 +193,7 @@ class Conformance:
         # the hot path calls the compiled step functions directly (see _call_list)
         self._calls: dict[tuple[str, int, int], list[_Call]] = {}
         self._by_kind: dict[str, list[ActionInstance]] | None = None
-        self._needs_mapping: dict[tuple[str, int, int], bool] = {}
+        self._calls_by_event: dict[tuple[str, int, int], tuple[list[_Call], bool]] = {}
         self._group_cache: dict[tuple[int | None, int | None], tuple[list[Any], bool]] = {}
         self._ref_vars = [(v.offset, v.length, v.dim == REQUEST) for v in self.model_vars
                           if isinstance(v.type, RefType) and v.type.ref_dim == REQUEST]
@@ -246,12 +247,15 @@ class Conformance:
             out = self._calls[key] = self._call_list(self._silent(r), r, extra_q)
         return out
 
-    def _candidate_calls(self, kind: str, r: int, q: int | None) -> list[_Call]:
+    def _candidate_calls(self, kind: str, r: int, q: int | None
+                         ) -> tuple[list[_Call], bool]:
+        """The step calls that may log ``kind`` of (``r``, ``q``) first, and whether any
+        of them needs ids other than ``r`` and ``q`` mapped to run."""
         key = (kind, r, -1 if q is None else q)
-        out = self._calls.get(key)
+        out = self._calls_by_event.get(key)
         if out is None:
-            out = self._calls[key] = self._call_list(self._candidates(kind, r, q), r, q)
-            self._needs_mapping[key] = any(c[4] or c[5] for c in out)
+            calls = self._call_list(self._candidates(kind, r, q), r, q)
+            out = self._calls_by_event[key] = (calls, any(c[4] or c[5] for c in calls))
         return out
 
     # -- instances ---------------------------------------------------------------------------
@@ -307,7 +311,9 @@ class Conformance:
     def _closure(self, state: State, r: int | None, extra_q: int | None) -> list[State]:
         """``state`` and the states silent steps (of ``r``; None: of any request) reach
         from it within ``closure_depth`` steps, each once."""
-        groups = self._silent_groups(r, extra_q)
+        cached = self._group_cache.get((r, extra_q))
+        groups = cached[0] if cached is not None and not cached[1] else \
+            self._silent_groups(r, extra_q)
         if not groups:
             return [state]
         out = [state]
@@ -505,40 +511,52 @@ class Conformance:
     def feed(self, ev: LogEvent) -> Nonconformance | None:
         """Advance by one log event; the first event the model cannot produce is returned
         (and kept in ``failure``; later events are not checked)."""
-        if self.failure is not None or ev.kind in self.ignore:
-            return None
-        if ev.kind in self.unlogged:
+        kind = ev.kind
+        if self.failure is not None or kind in self.skip:
             return None
         self.events += 1
         self.line = ev.line
-        r = self._slot(ev.request)
-        q = self._page(ev.page) if ev.page is not None else None
-        e = Event(ev.kind, r, q)
+        live = ev.request
+        r = self.req_of.get(live)
+        if r is None:
+            r = self._slot(live)
+        page = ev.page
+        if page is None:
+            q = None
+        else:
+            q = self.page_of.get(page)
+            if q is None:
+                q = self._page(page)
+        e = Event(kind, r, q)
         new = self._advance(e, r, q, local=True)
         if not new:
             new = self._advance(e, r, q, local=False)
         if not new:
             self.failure = self._explain(ev, e, r, q)
             return self.failure
-        if len(new) > self.max_configs:
-            raise ConformanceLimit(f"line {ev.line}: more than {self.max_configs:,} model "
-                                   "states are consistent with the log (the log does not say "
-                                   "enough about the model's choices)")
+        n = len(new)
+        if n > 1:
+            if n > self.max_configs:
+                raise ConformanceLimit(f"line {ev.line}: more than {self.max_configs:,} model "
+                                       "states are consistent with the log (the log does not "
+                                       "say enough about the model's choices)")
+            if n > self.peak_configs:
+                self.peak_configs = n
         self.configs = new
-        self.peak_configs = max(self.peak_configs, len(new))
-        if ev.kind in TERMINAL_KINDS:
-            self.candidates.add(ev.request)
-        if ev.request in self.candidates:
-            self._try_retire(ev.request)
+        if kind in TERMINAL_KINDS:
+            self.candidates.add(live)
+        if live in self.candidates:
+            self._try_retire(live)
         return None
 
     def _advance(self, e: Event, r: int, q: int | None, local: bool) -> list[Config]:
         new: list[Config] = []
-        calls = self._candidate_calls(e.kind, r, q)
-        if calls and self._needs_mapping[(e.kind, r, -1 if q is None else q)]:
+        calls, needs_mapping = self._candidate_calls(e.kind, r, q)
+        if needs_mapping:
             calls = [c for c in calls if not (c[4] or c[5]) or self._runnable(c[4], c[5])]
         unlogged = self.unlogged
         reset = self.reset
+        closure = self._closure
         for s, pend in self.configs:
             if pend:
                 rest = _consume(pend, e)
@@ -547,21 +565,31 @@ class Conformance:
                 continue
             if not calls:
                 continue
-            for t in self._closure(s, r if local else None, q):
+            for t in closure(s, r if local else None, q):
                 for fn, args, declared, _inst, _r, _q in calls:
                     out = fn(t, *args)
                     if out is None or declared:
                         continue
-                    logged = tuple(x for x in out[1] if x[0] not in unlogged) if unlogged \
-                        else tuple(out[1])
-                    if not logged:
+                    events = out[1]
+                    if unlogged:
+                        logged = tuple([x for x in events if x[0] not in unlogged])
+                        if not logged:
+                            continue
+                    elif not events:
                         continue
-                    rest = _consume(logged, e)
-                    if rest is not None:
-                        w = out[0]
-                        for i, v in reset:
-                            w[i] = v
-                        new.append((tuple(w), rest))
+                    else:
+                        logged = events
+                    # the first logged event is the usual case: nothing else to look at
+                    if logged[0] == e:
+                        rest = tuple(logged[1:])
+                    else:
+                        rest = _consume(tuple(logged), e)
+                        if rest is None:
+                            continue
+                    w = out[0]
+                    for i, v in reset:
+                        w[i] = v
+                    new.append((tuple(w), rest))
         return _distinct(new)
 
     def finish(self) -> Nonconformance | None:

@@ -82,7 +82,7 @@ class Mapping:
         """The kvspec events of one validated log record."""
         f = self.fields
         name = record[f["event"]]
-        rules = self.rules_for(name)
+        rules = (self._identity if self.rules is None else self.rules).get(name)
         if rules is None:
             if self.unknown_events == IGNORE:
                 return []
@@ -120,6 +120,9 @@ class Mapping:
         several = rule.pages or self.fields["pages"]
         if single in record:
             value = record[single]
+            t = type(value)
+            if (t is int and value >= 0) or (t is str and value):  # the usual page id
+                return [value]
             if not _page_id(value):
                 raise AuditInputError(log, number, f"event {name!r}: page {value!r} is not a "
                                       "page id (an integer >= 0 or a string)")

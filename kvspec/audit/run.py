@@ -176,22 +176,30 @@ def audit_stream(stream: IO[str], log_name: str, mapping: Mapping, *,
         if check not in findings:
             findings[check] = Finding(check, family, ev, reason, accept.history(ev.request))
     to_events = mapping.events
+    accept_feed, monitor_feed, retire = accept.feed, monitor.feed, accept.retire_if_done
+    conf_feed = conf.feed if conf is not None else None  # None once conformance has ended
     try:
         for number, record in read_records(stream, log_name, validate):
             lines += 1
             for ev in to_events(number, record, log_name):
                 events += 1
-                for h in accept.feed(ev):
-                    note(h.check, ACCEPTANCE, ev, h.reason, h.possible)
-                for p in monitor.feed(ev):
-                    note(p.prop, PROPERTY, ev, p.reason, p.possible)
-                if conf is not None and conf.failure is None and result.conformance_unknown is None:
+                hits = accept_feed(ev)
+                if hits:
+                    for h in hits:
+                        note(h.check, ACCEPTANCE, ev, h.reason, h.possible)
+                found = monitor_feed(ev)
+                if found:
+                    for p in found:
+                        note(p.prop, PROPERTY, ev, p.reason, p.possible)
+                if conf_feed is not None:
                     try:
-                        if conf.feed(ev) is not None:
+                        if conf_feed(ev) is not None:
                             result.conformance = conf.failure
+                            conf_feed = None
                     except ConformanceLimit as exc:
                         result.conformance_unknown = str(exc)
-                accept.retire_if_done(ev.request)
+                        conf_feed = None
+                retire(ev.request)
             if progress is not None and events >= next_tick:
                 next_tick = events + 2048
                 progress(events, lines, time.monotonic() - started, len(accept.live))

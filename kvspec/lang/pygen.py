@@ -84,6 +84,9 @@ class PyGen:
         self.errors: list[tuple[str, str, int]] = []
         self.lines: list[str] = []
         self.formatter = req_formatter
+        #: whether any monitor handles events (set by :meth:`dispatch`; actions generated
+        #: before it always dispatch)
+        self.has_handlers = True
 
     # -- errors ------------------------------------------------------------------------
     def error(self, message: str, file: str, line: int) -> int:
@@ -151,6 +154,13 @@ class PyGen:
             op = "and" if e.op == "&" else "or"
             return f"tuple([x {op} y for x, y in zip({a}, {b})])"
         if isinstance(e, ir.Reduce):
+            m = e.mask
+            if isinstance(m, ir.VecCompare) and m.op == "==" and e.op in ("count", "sum", "any") \
+                    and not isinstance(m.b.ty, ir.VecT) \
+                    and not (isinstance(m.b, ir.Const) and m.b.value is True):
+                # the same count / test without building the mask (``==`` item by item)
+                a, b = self.ex(m.a, fn), self.ex(m.b, fn)
+                return f"{a}.count({b})" if e.op != "any" else f"{a}.__contains__({b})"
             return _reduction(e.op, self.ex(e.mask, fn))
         if isinstance(e, ir.Fold):
             values = "(" + "".join(f"{v}, " for v in e.domain.values) + ")"
@@ -317,8 +327,9 @@ class PyGen:
         self.emit_line(3, "return None")
         self.emit_line(1, "except _Disabled:")
         self.emit_line(2, "return None")
-        self.emit_line(1, "if E:")
-        self.emit_line(2, "_dispatch(W, V, E)")
+        if self.has_handlers:  # the monitors see the step's events
+            self.emit_line(1, "if E:")
+            self.emit_line(2, "_dispatch(W, V, E)")
         self.emit_line(1, "return W, E, V")
         self.emit_line(0, "")
         if not lead:
@@ -359,6 +370,7 @@ class PyGen:
                 put(3, f"{h.key}(W, E2, V, {args})")
         if not any_handler:
             put(2, "pass")
+        self.has_handlers = any_handler
         put(1, "_CUR[0] = None")
         put(0, "")
 

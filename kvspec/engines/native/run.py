@@ -283,9 +283,8 @@ def explore_native(system: System, *, symmetry: bool = True, limits: Limits | No
     run = NativeRun(meta, built, gen_s, result.cpu_ns / 1e9, result.stored_bytes,
                     result.table_bytes, result.wall_ns / 1e9)
     out.stats.extra["native"] = run.to_json(result.states, fingerprint, workers)
-    out.stats.extra["explicit"]["order"] = "depth-first" if dfs else "breadth-first"
-    out.stats.extra["explicit"]["shortest"] = not dfs  # are counterexamples shortest ones
-    if dfs:
+    if dfs:  # (breadth-first, the default, says nothing: its counterexamples are shortest)
+        out.stats.extra["explicit"].update(order="depth-first", shortest=False)
         _depth_first_verdicts(out.verdicts)
     if fingerprint:
         _fingerprint_verdicts(out.verdicts, result.states)

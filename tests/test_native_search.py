@@ -146,8 +146,9 @@ def test_dfs_finds_a_violation_whose_trail_re_executes(model: str, cls: str | No
         assert len(v.trace) >= shortest[v.prop]
     assert dfs.stats.extra["explicit"]["order"] == "depth-first"
     assert dfs.stats.extra["explicit"]["shortest"] is False
-    assert all(v.status in (Status.VIOLATED, Status.UNKNOWN) for v in dfs.verdicts) \
-        or dfs.complete
+    if not dfs.complete:  # it stopped at the first violation: the rest is undecided
+        assert dfs.stopped == "first-violation"
+        assert all(v.status in (Status.VIOLATED, Status.UNKNOWN) for v in dfs.verdicts)
 
 
 @pytest.mark.parametrize("fingerprint", [False, True])
@@ -170,14 +171,18 @@ def test_dfs_without_a_violation_stores_every_state(model: str, cls: str | None,
         assert dfs.coverage.to_json() == bfs.coverage.to_json()
 
 
-def test_dfs_trail_against_the_python_search() -> None:
-    """Same found state count as breadth-first when it holds; when violated, the trail
-    concretely violates the property the Python search also finds violated."""
-    system = system_of("buggy_pd.py")
-    python = explore(system, symmetry=False)
-    dfs = explore_native(system, symmetry=False, dfs=True)
+@pytest.mark.parametrize("symmetry", [True, False])
+def test_dfs_with_fingerprints_keeps_no_states_yet_its_trail_re_executes(symmetry: bool) -> None:
+    """With fingerprints the depth-first states live on its stack only; the trail is
+    rebuilt from the parents and re-executed, and names a property the Python search
+    finds violated too."""
+    system = system_of("free_before_drain.py")
+    python = explore(system, symmetry=symmetry)
+    dfs = explore_native(system, symmetry=symmetry, dfs=True, fingerprint=True)
     bad = {v.prop for v in python.verdicts if v.status is Status.VIOLATED}
-    assert {v.prop for v in dfs.verdicts if v.status is Status.VIOLATED} <= bad
+    violated = [v for v in dfs.verdicts if v.status is Status.VIOLATED]
+    assert violated and {v.prop for v in violated} <= bad
+    assert all(v.trace is not None and NOT_SHORTEST in v.detail for v in violated)
 
 
 # -- the command line --------------------------------------------------------------------------

@@ -673,6 +673,8 @@ static int kv_workers(kv_ctx *c, kv_loop *L, int64_t nw) {
     if (!P->w || !P->wr || !P->cov || !P->tid || !P->arg) { kv_pool_free(P); return ST_NOMEM; }
     int st = ST_NONE;
     while (c->head < c->n) {
+        st = kv_before(c, (int)L->p->stop_first);  /* no window to expand for nothing */
+        if (st) break;
         int64_t count = c->n - c->head;
         int64_t window = P->per * KV_NCHUNK;
         kv_pool_expand(P, c->head, count < window ? count : window);

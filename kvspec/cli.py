@@ -273,12 +273,18 @@ def _coverage_warnings(result: Result, err: IO[str]) -> None:
 def _check_search_options(args: argparse.Namespace) -> None:
     """The explicit search's modes name the engine they need (never silently ignored)."""
     for flag, given in (("--stop-at-first", args.stop_at_first),
-                        ("--fingerprint", args.fingerprint)):
+                        ("--fingerprint", args.fingerprint),
+                        ("--workers", args.workers is not None), ("--dfs", args.dfs)):
         if given and args.engine != "explicit":
             raise UsageError(f"{flag} applies to the explicit search: add --engine explicit "
                              f"(not {args.engine})")
-    if args.fingerprint and args.backend == "python":
-        raise UsageError("--fingerprint needs the native backend (--backend native)")
+    for flag, given in (("--fingerprint", args.fingerprint),
+                        ("--workers", args.workers is not None), ("--dfs", args.dfs)):
+        if given and args.backend == "python":
+            raise UsageError(f"{flag} needs the native backend (--backend native)")
+    if args.dfs and (args.workers or 1) > 1:
+        raise UsageError("--dfs runs on one thread: drop --workers (it applies to the "
+                         "breadth-first search)")
 
 
 def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -303,7 +309,8 @@ def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                      max_states=args.max_states, symmetry=not args.no_symmetry,
                      save_proof=args.save_proof, proofs_dir=proofs_dir,
                      progress=progress, warn=lambda m: err.write(f"kvspec: warning: {m}\n"),
-                     search=Search(args.backend, args.stop_at_first, args.fingerprint))
+                     search=Search(args.backend, args.stop_at_first, args.fingerprint,
+                                   workers=args.workers or 1, dfs=args.dfs))
     finally:
         progress.done()
     if args.json:

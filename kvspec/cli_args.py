@@ -96,3 +96,10 @@ def search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fingerprint", action="store_true",
                    help="native explicit search: store 64-bit state hashes only (less memory; "
                         "HOLDS then states its omission probability and is not exhaustive)")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="native explicit search: N >= 1 threads compute successors (the same "
+                        "states, verdicts and counterexamples as one; default 1)")
+    p.add_argument("--dfs", action="store_true",
+                   help="native explicit search: depth-first, stopping at the first violation "
+                        "(a quick trail, not claimed shortest); without one, as exhaustive as "
+                        "breadth-first")

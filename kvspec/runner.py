@@ -50,12 +50,16 @@ class Search:
     Python for ``auto``'s small capped stage (compiling would cost more than it saves).
     ``stop_at_first``: stop at the first violation of any property (still a shortest
     counterexample for it). ``fingerprint``: 64-bit hash compaction (native only; its
-    HOLDS is not exhaustive and says so). ``warn``: where a fallback is announced."""
+    HOLDS is not exhaustive and says so). ``workers``: threads of the native search (the
+    same results as one). ``dfs``: depth-first to the first violation (native only; its
+    counterexample is not claimed shortest). ``warn``: where a fallback is announced."""
 
     backend: str | None = None
     stop_at_first: bool = False
     fingerprint: bool = False
     warn: Callable[[str], None] | None = None
+    workers: int = 1
+    dfs: bool = False
 
 
 def certificate_problem(doc: Any) -> str | None:
@@ -166,7 +170,7 @@ def run_engine(system: System, engine: str = "auto", *, depth: int = 30,
         out = explore(system, backend=search.backend, symmetry=symmetry,
                       limits=Limits(max_states, timeout), progress=progress,
                       stop_at_first=search.stop_at_first, fingerprint=search.fingerprint,
-                      warn=search.warn)
+                      workers=search.workers, dfs=search.dfs, warn=search.warn)
         return EngineOutcome(out.verdicts, out.stats, "explicit", out.coverage)
     if engine == "bmc":
         from kvspec.engines.bmc import run_bmc

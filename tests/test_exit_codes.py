@@ -317,7 +317,9 @@ def test_interrupted_before_the_model_is_loaded(monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.mark.parametrize("search", [["--backend", "python"],
-                                    ["--backend", "native", "--no-symmetry"]])
+                                    ["--backend", "native", "--no-symmetry"],
+                                    ["--backend", "native", "--no-symmetry", "--workers", "2"],
+                                    ["--backend", "native", "--no-symmetry", "--dfs"]])
 def test_sigint_on_a_real_process(search: list[str]) -> None:
     """A real Ctrl-C during a long exhaustive search, on both backends (the Python
     search lets KeyboardInterrupt through; the native loop checks for it)."""

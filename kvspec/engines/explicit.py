@@ -234,22 +234,25 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
             progress: ProgressFn | None = None, keep_graph: bool = False,
             count_orbits: bool = True, deadline: Deadline | None = None,
             coverage: bool = True, stop_at_first: bool = False,
-            backend: str | None = "python", fingerprint: bool = False,
-            warn: Callable[[str], None] | None = None) -> ExplicitOutcome:
+            backend: str | None = "python", fingerprint: bool = False, workers: int = 1,
+            dfs: bool = False, warn: Callable[[str], None] | None = None) -> ExplicitOutcome:
     """Breadth-first search of every reachable state (up to ``limits``; ``deadline``:
     the deadline of an enclosing run, which bounds this search too). With
     ``coverage`` the outcome records which actions, instances and events fired
     (:mod:`kvspec.coverage`; per orbit under symmetry reduction). ``stop_at_first``:
     stop once some property is violated (its counterexample is still a shortest one).
     ``backend``: ``python`` (this search), ``native`` (:mod:`kvspec.engines.native`: the
-    model compiled to C, same results; ``fingerprint`` hash compaction there) or None
-    (native when a C compiler is present); without a compiler, or for a model the
-    native lowering does not support, this search runs and ``warn`` gets one line."""
+    model compiled to C, same results; ``fingerprint`` hash compaction there,
+    ``workers`` threads, ``dfs`` depth-first to the first violation) or None (native
+    when a C compiler is present); without a compiler, or for a model the native
+    lowering does not support, this search runs (breadth-first, one thread) and
+    ``warn`` gets one line."""
     if backend != "python":
         from kvspec.engines.native import run_native
         native = run_native(system, backend, symmetry=symmetry, limits=limits,
                             progress=progress, deadline=deadline, coverage=coverage,
-                            stop_at_first=stop_at_first, fingerprint=fingerprint, warn=warn)
+                            stop_at_first=stop_at_first, fingerprint=fingerprint,
+                            workers=workers, dfs=dfs, warn=warn)
         if native is not None:
             return native
     limits = limits or Limits()

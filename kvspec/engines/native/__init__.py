@@ -34,7 +34,8 @@ def default_backend() -> str:
 def run_native(system: System, backend: str | None, *, symmetry: bool = True,
                limits: Limits | None = None, progress: ProgressFn | None = None,
                deadline: Deadline | None = None, coverage: bool = True,
-               stop_at_first: bool = False, fingerprint: bool = False,
+               stop_at_first: bool = False, fingerprint: bool = False, workers: int = 1,
+               dfs: bool = False,
                warn: Callable[[str], None] | None = None) -> ExplicitOutcome | None:
     """The native search, or None when the Python search must run instead."""
     if backend is not None and backend not in BACKENDS:
@@ -50,7 +51,7 @@ def run_native(system: System, backend: str | None, *, symmetry: bool = True,
     try:
         return explore_native(system, symmetry=symmetry, limits=limits, progress=progress,
                               deadline=deadline, coverage=coverage, stop_at_first=stop_at_first,
-                              fingerprint=fingerprint)
+                              fingerprint=fingerprint, workers=workers, dfs=dfs)
     except (BuildError, Unsupported) as exc:
         if warn is not None:
             first = str(exc).splitlines()[0]

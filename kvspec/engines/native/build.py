@@ -28,7 +28,7 @@ __all__ = ["BuildError", "Built", "cache_dir", "cache_key", "cached", "compile_s
            "find_compiler"]
 
 #: compiler flags; -O1 past this many bytes of source keeps the build step short
-FLAGS = ["-O2", "-shared", "-fPIC", "-fno-strict-aliasing", "-w"]
+FLAGS = ["-O2", "-shared", "-fPIC", "-pthread", "-fno-strict-aliasing", "-w"]
 LARGE_SOURCE = 1_000_000
 
 

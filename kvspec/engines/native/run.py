@@ -44,14 +44,15 @@ I64 = ctypes.c_int64
 
 class _Params(ctypes.Structure):
     _fields_ = [("max_states", I64), ("timeout_s", ctypes.c_double), ("stop_first", I64),
-                ("fingerprint", I64), ("init_found", I64), ("edges", I64)]
+                ("fingerprint", I64), ("init_found", I64), ("edges", I64), ("workers", I64),
+                ("dfs", I64), ("chunk", I64)]
 
 
 class _Result(ctypes.Structure):
     _fields_ = [(name, I64) for name in
                 ("states", "transitions", "head", "depth", "stopped", "err_kind", "err_state",
                  "err_inst", "stored_bytes", "table_bytes", "cpu_ns", "found_count")] + \
-               [("found_state", I64 * 64), ("found_inst", I64 * 64)]
+               [("found_state", I64 * 64), ("found_inst", I64 * 64), ("wall_ns", I64)]
 
 
 _Progress = ctypes.CFUNCTYPE(ctypes.c_int, I64, I64, ctypes.c_double)
@@ -136,10 +137,13 @@ class NativeRun:
     cpu_seconds: float
     stored_bytes: int
     table_bytes: int
+    wall_seconds: float = 0.0
 
-    def to_json(self, states: int, fingerprint: bool) -> dict[str, Any]:
+    def to_json(self, states: int, fingerprint: bool, workers: int = 1) -> dict[str, Any]:
         total = self.stored_bytes + self.table_bytes
-        return {"backend": "native", "cpu_seconds": round(self.cpu_seconds, 4),
+        return {"backend": "native", "workers": workers,
+                "cpu_seconds": round(self.cpu_seconds, 4),
+                "wall_seconds": round(self.wall_seconds, 4),
                 "states_per_cpu_s": round(states / self.cpu_seconds, 1) if self.cpu_seconds else 0,
                 "bytes_per_state": round(total / states, 1) if states else 0.0,
                 "state_bytes": self.meta["state_bytes"], "state_bits": self.meta["state_bits"],
@@ -181,9 +185,15 @@ def omission_bound(states: int) -> float:
 def explore_native(system: System, *, symmetry: bool = True, limits: Limits | None = None,
                    progress: ProgressFn | None = None, deadline: Deadline | None = None,
                    coverage: bool = True, count_orbits: bool = True, stop_at_first: bool = False,
-                   fingerprint: bool = False, cache: Path | None = None) -> ExplicitOutcome:
+                   fingerprint: bool = False, cache: Path | None = None, workers: int = 1,
+                   dfs: bool = False, chunk: int = 0) -> ExplicitOutcome:
     """The search of :func:`kvspec.engines.explicit.explore`, compiled to C: the same
-    states in the same order, the same verdicts and counterexamples. Raises
+    states in the same order, the same verdicts and counterexamples. ``workers``:
+    threads computing successors (the results are those of one). ``dfs``: depth-first
+    instead, stopping at the first violation, whose counterexample is not a shortest
+    one (without one, the same states as breadth-first). ``chunk``: states a worker
+    expands at a time (1-64; 0: 64; small values spread small models over the
+    threads). Raises
     :class:`~kvspec.engines.native.terms.Unsupported` or
     :class:`~kvspec.engines.native.build.BuildError` when it cannot run."""
     limits = limits or Limits()
@@ -216,8 +226,10 @@ def explore_native(system: System, *, symmetry: bool = True, limits: Limits | No
         out = _cut_short(system, symmetry, "timeout", time.monotonic() - start)
         out.stopped_during = "native build"
         return out
-    params = _Params(limits.max_states or 0, left or 0.0, int(stop_at_first), int(fingerprint),
-                     init_found)
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    params = _Params(limits.max_states or 0, left or 0.0, int(stop_at_first or dfs),
+                     int(fingerprint), init_found, 0, workers, int(dfs), chunk)
     result = _Result()
     kinds: list[str] = meta["kinds"]
     ninst, nkinds = len(system.instances), max(len(kinds), 1)
@@ -269,11 +281,25 @@ def explore_native(system: System, *, symmetry: bool = True, limits: Limits | No
     finally:
         lib.kv_free(handle)
     run = NativeRun(meta, built, gen_s, result.cpu_ns / 1e9, result.stored_bytes,
-                    result.table_bytes)
-    out.stats.extra["native"] = run.to_json(result.states, fingerprint)
+                    result.table_bytes, result.wall_ns / 1e9)
+    out.stats.extra["native"] = run.to_json(result.states, fingerprint, workers)
+    if dfs:  # (breadth-first, the default, says nothing: its counterexamples are shortest)
+        out.stats.extra["explicit"].update(order="depth-first", shortest=False)
+        _depth_first_verdicts(out.verdicts)
     if fingerprint:
         _fingerprint_verdicts(out.verdicts, result.states)
     return out
+
+
+#: how the verdict of a depth-first counterexample says it may not be a shortest one
+NOT_SHORTEST = "depth-first: not claimed shortest"
+
+
+def _depth_first_verdicts(verdicts: list[Verdict]) -> None:
+    """A depth-first trail is a path of the search tree, not a shortest one: say so."""
+    for v in verdicts:
+        if v.status == Status.VIOLATED:
+            v.detail = f"{v.detail}, {NOT_SHORTEST}"
 
 
 def _fingerprint_verdicts(verdicts: list[Verdict], states: int) -> None:

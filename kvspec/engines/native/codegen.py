@@ -33,7 +33,7 @@ from kvspec.lang.z3gen import StepEncoding
 __all__ = ["GENERATOR_VERSION", "Generated", "Unsupported", "generate"]
 
 #: part of the build cache key: bump when the generated code changes meaning
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 _HERE = Path(__file__).parent
 #: the most properties one run tracks (a bit each)
 MAX_PROPERTIES = 64
@@ -108,6 +108,7 @@ def generate(system: System, canon: Canonicalizer | None) -> Generated:
         assert canon is not None
         body.append(_canon_tables(canon))
         body.append((_HERE / "canon.c").read_text())
+    body.append(BATCH)
     parts = []
     for first in range(0, len(encoded), CHUNK):
         low.lines = []
@@ -115,11 +116,13 @@ def generate(system: System, canon: Canonicalizer | None) -> Generated:
         for ie, enc in encoded[first:first + CHUNK]:
             _instance(low, layout, ie, enc, inv_ids, kinds, props, any(sym))
         parts.append(f"kv_expand_{len(parts)}")
-        body.append(f"static __attribute__((noinline)) int {parts[-1]}(kv_ctx *c, const uint64_t *w, const int64_t *s) {{\n"
-                    "    (void)w; (void)s;\n" + "\n".join(low.lines) + "\n    return 0;\n}\n")
-    calls = "".join(f"    if ({name}(c, w, s)) return 1;\n" for name in parts)
+        body.append(f"static __attribute__((noinline)) int {parts[-1]}(kv_ctx *c, kv_batch *b, "
+                    "const uint64_t *w, const int64_t *s) {\n"
+                    "    (void)b; (void)w; (void)s;\n" + "\n".join(low.lines) +
+                    "\n    return 0;\n}\n")
+    calls = "".join(f"    if ({name}(c, &b, w, s)) return 1;\n" for name in parts)
     body.append("static int kv_expand(kv_ctx *c, const uint64_t *w, const int64_t *s) {\n"
-                f"    (void)c; (void)w; (void)s;\n{calls}    return 0;\n}}\n")
+                f"    kv_batch b;\n    b.n = 0;\n{calls}    return kv_flush(c, &b);\n}}\n")
     invariant_terms = inv_errors + [z3.simplify(system.encode_bad(p, cur)) for p in props
                                     if p.kind == "invariant" and p.flag is None]
     _check_range(low, types, [ie for ie, _ in encoded], [enc for _, enc in encoded],
@@ -177,9 +180,10 @@ def _instance(low: Lowering, layout: Layout, ie: InstanceEncoding, enc: StepEnco
     low.begin([ie.enabled, *errors, *[t for _, t in updates], *[g for _, g in guards], *args])
     low.put(f"{{ /* {ie.inst.label()} */")
     with low.nested():
-        if errors:
+        if errors:  # the successors before it were found first
             cond = " || ".join(low.expr(c) for c in errors)
-            low.put(f"if ({cond}) {{ c->r->err_inst = {ie.inst.index}; return 1; }}")
+            low.put(f"if ({cond}) {{ if (!kv_flush(c, b)) c->r->err_inst = {ie.inst.index}; "
+                    "return 1; }")
         if z3.is_false(ie.enabled):
             low.put("(void)0;")
         else:
@@ -266,7 +270,7 @@ def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRe
         low.put("int64_t t[NSLOTS]; memcpy(t, s, sizeof t);")
         for slot, name in names:
             low.put(f"t[{slot}] = {name};")
-        low.put(f"if (kv_succ_full(c, t, {index}, viol)) return 1;")
+        low.put(f"if (kv_push_full(c, b, t, {index}, viol)) return 1;")
         return
     if emitted:
         low.put("if (c->edge_cap >= 0) {  /* edge mode: the events of this transition */")
@@ -283,7 +287,57 @@ def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRe
         sl = layout.slots[slot]
         low.put(f"n[{sl.word}] = (n[{sl.word}] & ~(UINT64_C({sl.mask}) << {sl.shift})) | "
                 f"((uint64_t)({name} - {literal(sl.lo)}) << {sl.shift});")
-    low.put(f"if (kv_succ(c, n, {index}, viol)) return 1;")
+    low.put(f"if (kv_push(c, b, n, {index}, viol)) return 1;")
+
+
+#: The successors of the state being expanded are collected (up to KV_BATCH) and
+#: handed to ``kv_succ`` in the order they were found, so the states get the same
+#: indices; the hash-table slot of each is prefetched as it is computed, so the
+#: table's cache misses overlap instead of stalling one transition each. An
+#: instance's model error hands the successors found before it over first. In edge
+#: mode a successor goes straight to ``kv_succ`` (its events are recorded just
+#: before it).
+BATCH = r"""
+#define KV_BATCH 64
+static inline uint64_t kv_hash(const uint64_t *w);
+typedef struct kv_batch {
+    int n;
+    struct { uint64_t w[NW]; int64_t inst; uint64_t viol; } e[KV_BATCH];
+} kv_batch;
+
+static int kv_flush(kv_ctx *c, kv_batch *b) {
+    int n = b->n;
+    b->n = 0;
+    for (int i = 0; i < n; i++)
+        if (kv_succ(c, b->e[i].w, b->e[i].inst, b->e[i].viol)) return 1;
+    return 0;
+}
+
+static inline int kv_push(kv_ctx *c, kv_batch *b, const uint64_t *w, int64_t inst,
+                          uint64_t viol) {
+    if (c->edge_cap >= 0) return kv_succ(c, w, inst, viol);
+    if (b->n == KV_BATCH && kv_flush(c, b)) return 1;
+    memcpy(b->e[b->n].w, w, sizeof b->e[b->n].w);
+    b->e[b->n].inst = inst;
+    b->e[b->n].viol = viol;
+    b->n++;
+    uint64_t k = (kv_hash(w) >> 32) & c->mask;
+    if (c->fingerprint) __builtin_prefetch(&c->fp[k]);
+    else __builtin_prefetch(&c->table[k]);
+    return 0;
+}
+#if SYMMETRY
+static inline int kv_push_full(kv_ctx *c, kv_batch *b, const int64_t *t, int64_t inst,
+                               uint64_t viol) {
+    int64_t k[NSLOTS];
+    uint64_t w[NW];
+    kv_canon(t, k);
+    memset(w, 0, sizeof w);
+    kv_pack(k, w);
+    return kv_push(c, b, w, inst, viol);
+}
+#endif
+"""
 
 
 def _canon_tables(canon: Canonicalizer) -> str:

@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 
 from conftest import run_cli
+from kvspec.engines.native import available as native_available
 from kvspec.lang.loader import load_model
 from kvspec.lang.system import compile_model
 from kvspec.runner import run
@@ -351,3 +352,24 @@ def test_the_models_own_temporal_properties_are_gated(repo: Path) -> None:
     _single_model(repo, 'liveness = ["allocated-is-done"]\nallow-dead = []\n')
     starved = check(repo)
     assert "allocated-is-done started failing: VIOLATED (fair-cycle" in starved.out, starved.out
+
+
+@pytest.mark.skipif(not native_available(), reason="no C compiler (cc, gcc or clang)")
+def test_backend_chooses_how_the_explicit_search_runs(repo: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--backend python` keeps every search in Python (nothing compiled), `--backend
+    native` compiles the model (the engine's search and the liveness graph); the
+    verdicts, lengths and coverage are the same."""
+    shown = {}
+    for backend in ("python", "native"):
+        cache = tmp_path / f"cache-{backend}"
+        monkeypatch.setenv("KVSPEC_CACHE_DIR", str(cache))
+        res = check(repo, "--model", "legacy", "--backend", backend)
+        assert res.code == 0, res.out + res.err
+        built = sorted(cache.glob("kvspec-*.so")) if cache.exists() else []
+        assert len(built) == (2 if backend == "native" else 0), built
+        shown[backend] = [re.sub(r"[\d.]+ s\b", "<t>", line) for line in res.out.splitlines()]
+    assert shown["python"] == shown["native"]
+    assert any("VIOLATED (explicit, 4 steps)" in line for line in shown["native"])
+    bad = check(repo, "--backend", "fortran")
+    assert bad.code == 2 and "--backend" in bad.err

@@ -161,12 +161,14 @@ def select_models(config: GateConfig, names: list[str] | None) -> list[ModelConf
 
 def run_gate(config: GateConfig, names: list[str] | None = None, *,
              warn: Warn | None = None,
-             on_model: Callable[[ModelRun], None] | None = None) -> GateRun:
+             on_model: Callable[[ModelRun], None] | None = None,
+             backend: str | None = None) -> GateRun:
     """Check the selected models one after the other; ``on_model`` sees each run as it
-    finishes (to stream the output)."""
+    finishes (to stream the output). ``backend``: the explicit search's backend (see
+    :func:`check_model`)."""
     runs = []
     for model in select_models(config, names):
-        run = check_model(config, model, warn=warn)
+        run = check_model(config, model, warn=warn, backend=backend)
         runs.append(run)
         if on_model is not None:
             on_model(run)
@@ -177,18 +179,20 @@ Compiled = tuple[System, dict[str, Expectation]]
 
 
 def check_model(config: GateConfig, model: ModelConfig, *, warn: Warn | None = None,
-                compiled: Compiled | None = None) -> ModelRun:
+                compiled: Compiled | None = None, backend: str | None = None) -> ModelRun:
     """Compile (unless ``compiled`` is :func:`compile_for`'s result) and verify one
-    model, and judge every verdict and its coverage."""
+    model, and judge every verdict and its coverage. ``backend`` (``native`` or
+    ``python``; None: each engine's default) runs the explicit search — the
+    ``explicit`` engine, ``auto``'s explicit stage — and the liveness graph on it."""
     start = time.monotonic()
     out = ModelRun(model)
     try:
         system, expect = compiled if compiled is not None else compile_for(config, model)
         out.system = system
-        from kvspec.runner import run
+        from kvspec.runner import Search, run
         result = run(system, model.engine, depth=model.depth, timeout=model.timeout,
                      max_states=model.max_states, proofs_dir=config.proofs_dir,
-                     warn=warn or (lambda _m: None))
+                     warn=warn or (lambda _m: None), search=Search(backend))
         out.result = result
         out.certificate = _rejected_certificate(result, system)
         props = {p.name: p for p in system.properties}
@@ -196,7 +200,7 @@ def check_model(config: GateConfig, model: ModelConfig, *, warn: Warn | None = N
             out.cases.append(judge(model, system, v, expect[v.prop], props[v.prop].summary))
         out.coverage = _coverage(model, system, result)
         out.cases.append(coverage_case(model, system, out.coverage))
-        out.cases.extend(_liveness_cases(model, system, expect))
+        out.cases.extend(_liveness_cases(model, system, expect, backend, warn))
     except (ModelError, UsageError) as exc:
         out.cases = [_error_case(config, model, exc)]
     out.seconds = time.monotonic() - start
@@ -220,8 +224,8 @@ def _temporal_names(loaded: Any) -> list[str]:
     return [d.prop for d in getattr(loaded.decl, "temporal", ())]
 
 
-def _liveness_cases(model: ModelConfig, system: System,
-                    expect: dict[str, Expectation]) -> list[Case]:
+def _liveness_cases(model: ModelConfig, system: System, expect: dict[str, Expectation],
+                    backend: str | None = None, warn: Warn | None = None) -> list[Case]:
     """The verdicts of :func:`liveness_checks`, judged against ``expect``."""
     names = liveness_checks(model, _temporal_names(system.loaded))
     if not names:
@@ -234,7 +238,8 @@ def _liveness_cases(model: ModelConfig, system: System,
     live = compile_for_liveness(system.loaded, dict(system.sizes))
     verdicts, _ = check_liveness(live, properties=[n for n in names if n != DEADLOCK],
                                  deadlock=DEADLOCK in names, max_states=model.max_states,
-                                 timeout=model.timeout)
+                                 timeout=model.timeout, backend=backend or "python",
+                                 warn=warn)
     summaries = {name: info.summary for name, info in LIVENESS.items()}
     summaries[DEADLOCK] = ("no reachable state where nothing is enabled while a request has "
                            "not terminated")

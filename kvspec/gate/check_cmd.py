@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any, Mapping
 
 from kvspec.cli_args import output_file
+from kvspec.engines.native import BACKENDS
 from kvspec.lang.errors import UsageError
 
 __all__ = ["cmd_check", "register"]
@@ -33,6 +34,9 @@ def register(kit: Any) -> None:
                    help=f"write a Markdown summary (also appended to ${SUMMARY_ENV} when set)")
     p.add_argument("--model", action="append", metavar="NAME",
                    help="check only this configured model (repeatable)")
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="explicit search (the explicit engine, auto's explicit stage, the "
+                        "liveness graph): native (the model compiled to C) or python")
 
 
 
@@ -78,7 +82,7 @@ def cmd_check(args: argparse.Namespace, out: IO[str], err: IO[str],
     selected = select_models(config, args.model)
     print_header(out, _display(config.pyproject), len(selected), _display(config.proofs_dir))
     gate = run_gate(config, args.model, warn=lambda m: err.write(f"kvspec: warning: {m}\n"),
-                    on_model=streamed)
+                    on_model=streamed, backend=args.backend)
     print_closing(out, gate)
     _write_reports(gate, outputs, env, err)
     return gate.exit_code

@@ -33,7 +33,7 @@ from kvspec.lang.z3gen import StepEncoding
 __all__ = ["GENERATOR_VERSION", "Generated", "Unsupported", "generate"]
 
 #: part of the build cache key: bump when the generated code changes meaning
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 _HERE = Path(__file__).parent
 #: the most properties one run tracks (a bit each)
 MAX_PROPERTIES = 64
@@ -108,18 +108,30 @@ def generate(system: System, canon: Canonicalizer | None) -> Generated:
         assert canon is not None
         body.append(_canon_tables(canon))
         body.append((_HERE / "canon.c").read_text())
+    body.append(BATCH)
     parts = []
+    # The instances are straight-line code the compiler optimises at -O1 (at -O2 they
+    # took most of the build for a few percent of the search's speed); the search
+    # loop, hashing and canonicalisation around them keep the command line's -O2.
+    body.append('#pragma GCC push_options\n#pragma GCC optimize ("O1")')
     for first in range(0, len(encoded), CHUNK):
         low.lines = []
         low.indent = 1
         for ie, enc in encoded[first:first + CHUNK]:
             _instance(low, layout, ie, enc, inv_ids, kinds, props, any(sym))
         parts.append(f"kv_expand_{len(parts)}")
-        body.append(f"static __attribute__((noinline)) int {parts[-1]}(kv_ctx *c, const uint64_t *w, const int64_t *s) {{\n"
-                    "    (void)w; (void)s;\n" + "\n".join(low.lines) + "\n    return 0;\n}\n")
-    calls = "".join(f"    if ({name}(c, w, s)) return 1;\n" for name in parts)
+        # restrict: the coverage counters do not alias the state (fewer reloads, and
+        # less work for the compiler)
+        body.append(f"static __attribute__((noinline)) int {parts[-1]}(kv_ctx *c, "
+                    "kv_batch *restrict b, const uint64_t *restrict w, "
+                    "const int64_t *restrict s) {\n"
+                    "    int64_t *restrict ci = c->cov_inst, *restrict ce = c->cov_ev;\n"
+                    "    (void)b; (void)w; (void)s; (void)ci; (void)ce;\n" +
+                    "\n".join(low.lines) + "\n    return 0;\n}\n")
+    body.append("#pragma GCC pop_options")
+    calls = "".join(f"    if ({name}(c, &b, w, s)) return 1;\n" for name in parts)
     body.append("static int kv_expand(kv_ctx *c, const uint64_t *w, const int64_t *s) {\n"
-                f"    (void)c; (void)w; (void)s;\n{calls}    return 0;\n}}\n")
+                f"    kv_batch b;\n    b.n = 0;\n{calls}    return kv_flush(c, &b);\n}}\n")
     invariant_terms = inv_errors + [z3.simplify(system.encode_bad(p, cur)) for p in props
                                     if p.kind == "invariant" and p.flag is None]
     _check_range(low, types, [ie for ie, _ in encoded], [enc for _, enc in encoded],
@@ -177,9 +189,10 @@ def _instance(low: Lowering, layout: Layout, ie: InstanceEncoding, enc: StepEnco
     low.begin([ie.enabled, *errors, *[t for _, t in updates], *[g for _, g in guards], *args])
     low.put(f"{{ /* {ie.inst.label()} */")
     with low.nested():
-        if errors:
+        if errors:  # the successors before it were found first
             cond = " || ".join(low.expr(c) for c in errors)
-            low.put(f"if ({cond}) {{ c->r->err_inst = {ie.inst.index}; return 1; }}")
+            low.put(f"if ({cond}) {{ if (!kv_flush(c, b)) c->r->err_inst = {ie.inst.index}; "
+                    "return 1; }")
         if z3.is_false(ie.enabled):
             low.put("(void)0;")
         else:
@@ -245,28 +258,39 @@ def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRe
                guards: list[tuple[int, z3.BoolRef]], index: int, props: list[Property],
                sym: bool, emitted: list[tuple[int, z3.BoolRef, z3.ExprRef, z3.ExprRef | None]]
                ) -> None:
-    values = []
+    names: list[tuple[int, str]] = []  # (slot, its new value: a local or a literal)
+    consts: dict[int, int] = {}        # slots written a constant
     for slot, term in updates:
-        values.append((slot, low.expr(term)))
-    names = []
-    for k, (slot, text) in enumerate(values):
-        low.put(f"const int64_t u{k} = {text};")
-        names.append((slot, f"u{k}"))
+        value = _constant(term)
+        if value is not None:
+            consts[slot] = value
+            names.append((slot, literal(value)))
+            continue
+        text = low.expr(term)
+        name = f"u{len(names)}"
+        low.put(f"const int64_t {name} = {text};")
+        names.append((slot, name))
     flag_bit = {p.flag: k for k, p in enumerate(props) if p.flag is not None}
     viol = [f"({name} ? UINT64_C(1) << {flag_bit[slot]} : 0)" for slot, name in names
-            if slot in flag_bit]
-    low.put(f"c->cov_inst[{index}]++;")
+            if slot in flag_bit and slot not in consts]
+    fixed = sum(1 << flag_bit[slot] for slot, v in consts.items() if slot in flag_bit and v)
+    if fixed:
+        viol.append(f"UINT64_C({fixed})")
+    low.put(f"ci[{index}]++;")
+    counted: dict[int, int] = {}
     for kind, g in guards:
         if z3.is_true(g):
-            low.put(f"c->cov_ev[{kind}]++;")
+            counted[kind] = counted.get(kind, 0) + 1
         elif not z3.is_false(g):
-            low.put(f"c->cov_ev[{kind}] += ({low.expr(g)}) ? 1 : 0;")
+            low.put(f"ce[{kind}] += ({low.expr(g)}) ? 1 : 0;")
+    for kind, times in counted.items():
+        low.put(f"ce[{kind}] += {times};")
     low.put(f"const uint64_t viol = {' | '.join(viol) or '0'};")
     if sym:
         low.put("int64_t t[NSLOTS]; memcpy(t, s, sizeof t);")
         for slot, name in names:
             low.put(f"t[{slot}] = {name};")
-        low.put(f"if (kv_succ_full(c, t, {index}, viol)) return 1;")
+        low.put(f"if (kv_push_full(c, b, t, {index}, viol)) return 1;")
         return
     if emitted:
         low.put("if (c->edge_cap >= 0) {  /* edge mode: the events of this transition */")
@@ -279,11 +303,84 @@ def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRe
                 low.put(call if z3.is_true(g) else f"if ({low.expr(g)}) {{ {call} }}")
         low.put("}")
     low.put("uint64_t n[NW]; memcpy(n, w, sizeof n);")
+    # one assignment per word written: the constant part folded into one literal
+    words: dict[int, tuple[int, int, list[str]]] = {}
     for slot, name in names:
         sl = layout.slots[slot]
-        low.put(f"n[{sl.word}] = (n[{sl.word}] & ~(UINT64_C({sl.mask}) << {sl.shift})) | "
-                f"((uint64_t)({name} - {literal(sl.lo)}) << {sl.shift});")
-    low.put(f"if (kv_succ(c, n, {index}, viol)) return 1;")
+        clear, bits, parts = words.get(sl.word, (0, 0, []))
+        clear |= sl.mask << sl.shift
+        if slot in consts:
+            bits |= ((consts[slot] - sl.lo) & sl.mask) << sl.shift
+        else:
+            parts.append(f"((uint64_t)({name} - {literal(sl.lo)}) << {sl.shift})")
+        words[sl.word] = (clear, bits, parts)
+    for word, (clear, bits, parts) in words.items():
+        terms = [f"(w[{word}] & UINT64_C({~clear & (2 ** 64 - 1)}))"] + parts
+        if bits:
+            terms.append(f"UINT64_C({bits})")
+        low.put(f"n[{word}] = {' | '.join(terms)};")
+    low.put(f"if (kv_push(c, b, n, {index}, viol)) return 1;")
+
+
+#: The successors of the state being expanded are collected (up to KV_BATCH) and
+#: handed to ``kv_succ`` in the order they were found, so the states get the same
+#: indices; the hash-table slot of each is prefetched as it is computed, so the
+#: table's cache misses overlap instead of stalling one transition each. An
+#: instance's model error hands the successors found before it over first. In edge
+#: mode a successor goes straight to ``kv_succ`` (its events are recorded just
+#: before it).
+BATCH = r"""
+#define KV_BATCH 64
+static inline uint64_t kv_hash(const uint64_t *w);
+typedef struct kv_batch {
+    int n;
+    struct { uint64_t w[NW]; int64_t inst; uint64_t viol; } e[KV_BATCH];
+} kv_batch;
+
+static __attribute__((noinline)) int kv_flush(kv_ctx *c, kv_batch *b) {
+    int n = b->n;
+    b->n = 0;
+    for (int i = 0; i < n; i++)
+        if (kv_succ(c, b->e[i].w, b->e[i].inst, b->e[i].viol)) return 1;
+    return 0;
+}
+
+static __attribute__((noinline)) int kv_push(kv_ctx *c, kv_batch *b, const uint64_t *w,
+                                             int64_t inst, uint64_t viol) {
+    if (c->edge_cap >= 0) return kv_succ(c, w, inst, viol);
+    if (b->n == KV_BATCH && kv_flush(c, b)) return 1;
+    memcpy(b->e[b->n].w, w, sizeof b->e[b->n].w);
+    b->e[b->n].inst = inst;
+    b->e[b->n].viol = viol;
+    b->n++;
+    uint64_t k = (kv_hash(w) >> 32) & c->mask;
+    if (c->fingerprint) __builtin_prefetch(&c->fp[k]);
+    else __builtin_prefetch(&c->table[k]);
+    return 0;
+}
+#if SYMMETRY
+static __attribute__((noinline)) int kv_push_full(kv_ctx *c, kv_batch *b, const int64_t *t,
+                                                  int64_t inst, uint64_t viol) {
+    int64_t k[NSLOTS];
+    uint64_t w[NW];
+    kv_canon(t, k);
+    memset(w, 0, sizeof w);
+    kv_pack(k, w);
+    return kv_push(c, b, w, inst, viol);
+}
+#endif
+"""
+
+
+def _constant(term: z3.ExprRef) -> int | None:
+    """The value of a literal term (an integer or a truth value), else None."""
+    if z3.is_int_value(term):
+        return int(term.as_long())
+    if z3.is_true(term):
+        return 1
+    if z3.is_false(term):
+        return 0
+    return None
 
 
 def _canon_tables(canon: Canonicalizer) -> str:

@@ -33,7 +33,7 @@ from kvspec.lang.z3gen import StepEncoding
 __all__ = ["GENERATOR_VERSION", "Generated", "Unsupported", "generate"]
 
 #: part of the build cache key: bump when the generated code changes meaning
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"
 _HERE = Path(__file__).parent
 #: the most properties one run tracks (a bit each)
 MAX_PROPERTIES = 64
@@ -131,7 +131,7 @@ def generate(system: System, canon: Canonicalizer | None) -> Generated:
     body.append("#pragma GCC pop_options")
     calls = "".join(f"    if ({name}(c, &b, w, s)) return 1;\n" for name in parts)
     body.append("static int kv_expand(kv_ctx *c, const uint64_t *w, const int64_t *s) {\n"
-                f"    kv_batch b;\n    b.n = 0;\n{calls}    return kv_flush(c, &b);\n}}\n")
+                f"    kv_batch b;\n    b.n = 0;\n{calls}    return kv_batch_flush(c, &b);\n}}\n")
     invariant_terms = inv_errors + [z3.simplify(system.encode_bad(p, cur)) for p in props
                                     if p.kind == "invariant" and p.flag is None]
     _check_range(low, types, [ie for ie, _ in encoded], [enc for _, enc in encoded],
@@ -191,7 +191,7 @@ def _instance(low: Lowering, layout: Layout, ie: InstanceEncoding, enc: StepEnco
     with low.nested():
         if errors:  # the successors before it were found first
             cond = " || ".join(low.expr(c) for c in errors)
-            low.put(f"if ({cond}) {{ if (!kv_flush(c, b)) c->r->err_inst = {ie.inst.index}; "
+            low.put(f"if ({cond}) {{ if (!kv_batch_flush(c, b)) c->r->err_inst = {ie.inst.index}; "
                     "return 1; }")
         if z3.is_false(ie.enabled):
             low.put("(void)0;")
@@ -290,7 +290,7 @@ def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRe
         low.put("int64_t t[NSLOTS]; memcpy(t, s, sizeof t);")
         for slot, name in names:
             low.put(f"t[{slot}] = {name};")
-        low.put(f"if (kv_push_full(c, b, t, {index}, viol)) return 1;")
+        low.put(f"if (kv_batch_push_full(c, b, t, {index}, viol)) return 1;")
         return
     if emitted:
         low.put("if (c->edge_cap >= 0) {  /* edge mode: the events of this transition */")
@@ -319,7 +319,7 @@ def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRe
         if bits:
             terms.append(f"UINT64_C({bits})")
         low.put(f"n[{word}] = {' | '.join(terms)};")
-    low.put(f"if (kv_push(c, b, n, {index}, viol)) return 1;")
+    low.put(f"if (kv_batch_push(c, b, n, {index}, viol)) return 1;")
 
 
 #: The successors of the state being expanded are collected (up to KV_BATCH) and
@@ -337,7 +337,7 @@ typedef struct kv_batch {
     struct { uint64_t w[NW]; int64_t inst; uint64_t viol; } e[KV_BATCH];
 } kv_batch;
 
-static __attribute__((noinline)) int kv_flush(kv_ctx *c, kv_batch *b) {
+static __attribute__((noinline)) int kv_batch_flush(kv_ctx *c, kv_batch *b) {
     int n = b->n;
     b->n = 0;
     for (int i = 0; i < n; i++)
@@ -345,10 +345,10 @@ static __attribute__((noinline)) int kv_flush(kv_ctx *c, kv_batch *b) {
     return 0;
 }
 
-static __attribute__((noinline)) int kv_push(kv_ctx *c, kv_batch *b, const uint64_t *w,
+static __attribute__((noinline)) int kv_batch_push(kv_ctx *c, kv_batch *b, const uint64_t *w,
                                              int64_t inst, uint64_t viol) {
     if (c->edge_cap >= 0) return kv_succ(c, w, inst, viol);
-    if (b->n == KV_BATCH && kv_flush(c, b)) return 1;
+    if (b->n == KV_BATCH && kv_batch_flush(c, b)) return 1;
     memcpy(b->e[b->n].w, w, sizeof b->e[b->n].w);
     b->e[b->n].inst = inst;
     b->e[b->n].viol = viol;
@@ -359,14 +359,14 @@ static __attribute__((noinline)) int kv_push(kv_ctx *c, kv_batch *b, const uint6
     return 0;
 }
 #if SYMMETRY
-static __attribute__((noinline)) int kv_push_full(kv_ctx *c, kv_batch *b, const int64_t *t,
+static __attribute__((noinline)) int kv_batch_push_full(kv_ctx *c, kv_batch *b, const int64_t *t,
                                                   int64_t inst, uint64_t viol) {
     int64_t k[NSLOTS];
     uint64_t w[NW];
     kv_canon(t, k);
     memset(w, 0, sizeof w);
     kv_pack(k, w);
-    return kv_push(c, b, w, inst, viol);
+    return kv_batch_push(c, b, w, inst, viol);
 }
 #endif
 """

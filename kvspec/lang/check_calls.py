@@ -44,9 +44,14 @@ def build_call(b: ExprBuilder, node: ast.Call) -> ir.Expr:
 
 def _reduce_type(b: ExprBuilder, op: str, mask: ir.Expr | None) -> Any:
     if op == "count":
-        n = b.counts.get(mask.ty.dim, 0) if mask is not None else None
+        n = _length(b, mask.ty.dim) if mask is not None else None
         return ir.IntT(0, n)
     return ir.BOOL
+
+
+def _length(b: ExprBuilder, dim: str) -> int:
+    """Elements of a vector or mask over ``dim`` (one id space, or two: ``a*b``)."""
+    return b.scope.schema.length_of(dim)  # type: ignore[no-any-return]
 
 
 def _method(b: ExprBuilder, base: ir.Expr, attr: str, node: ast.Call) -> ir.Expr:
@@ -61,7 +66,7 @@ def _method(b: ExprBuilder, base: ir.Expr, attr: str, node: ast.Call) -> ir.Expr
         if len(node.args) != 1 or not isinstance(base.ty, ir.VecT):
             raise b.err(node, ".count(x) takes one value and applies to a state array")
         m = b.vec_compare("==", base, b.scalar(node.args[0]), node)
-        return ir.Reduce("count", m, ty=ir.IntT(0, b.counts.get(m.ty.dim, 0)), line=node.lineno)
+        return ir.Reduce("count", m, ty=ir.IntT(0, _length(b, m.ty.dim)), line=node.lineno)
     if node.args:
         raise b.err(node, f".{attr}() takes no arguments")
     m = b.as_mask(base, node.func)
@@ -114,7 +119,7 @@ def _builtin(b: ExprBuilder, fn: Any, node: ast.Call) -> ir.Expr:
         if isinstance(v, _Marker) and v.what == "space":
             n = b.counts[v.value]
         elif isinstance(v, ir.Expr) and isinstance(v.ty, (ir.VecT, ir.MaskT)):
-            n = b.counts[v.ty.dim]
+            n = _length(b, v.ty.dim)
         else:
             raise b.err(node, "len() applies to s.requests, s.pages, a state array or a mask")
         b.scope.size_reads.append(f"{b.file}:{node.lineno}")

@@ -17,16 +17,20 @@ def describe_model(system: System, path: str) -> str:
     lines.append("")
     lines.append("sizes (override with --size name=value):")
     for s in decl.sizes:
-        kind = {"request": "request ids", "page": "page ids"}.get(s.dim or "", "parameter")
+        kind = {"request": "request ids", "page": "page ids"}.get(
+            s.dim or "", "parameter" if s.dim is None else f"{s.dim} ids, index space")
         lines.append(f"  {s.name:<20} = {system.sizes[s.name]:<4} ({kind}; default {s.default})")
     lines.append("")
     lines.append("state variables:")
     for v in system.schema.vars:
         if v.owner != "model":
             continue
-        dim = "" if v.dim == SCALAR else f"per {v.dim}"
+        dim = "" if v.dim == SCALAR else f"per ({', '.join(v.axes)})" if v.two_d \
+            else f"per {v.dim}"
         init = system.schema.values(system.initial, v)
-        shown = init if v.dim == SCALAR or len(set(map(str, init))) > 1 else f"all {init[0]}"
+        flat = [x for row in init for x in row] if v.two_d and v.dim != SCALAR \
+            and init and isinstance(init[0], list) else init
+        shown = init if v.dim == SCALAR or len(set(map(str, flat))) > 1 else f"all {flat[0]}"
         lines.append(f"  {v.name:<20} {v.type.describe():<18} {dim:<12} init {shown}")
     lines.append("")
     lines.append("monitor variables (maintained from events by the property library):")

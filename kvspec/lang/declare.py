@@ -73,6 +73,7 @@ class SizeParam:
     """A model size parameter with a default, overridable with ``--size name=value``."""
 
     dim: str | None = None
+    derived: Callable[[Any], int] | None = None
 
     def __init__(self, default: int, *, minimum: int = 0, maximum: int | None = None) -> None:
         if isinstance(default, bool) or not isinstance(default, int):
@@ -93,7 +94,47 @@ class SizeParam:
 
 
 class Size(SizeParam):
-    """A plain integer parameter (a capacity, a length)."""
+    """A plain integer parameter (a capacity, a length), or a size derived from the
+    others: ``prefill_capacity = Size(derived=lambda sz: sz.pages // 2)``. A derived
+    size is computed once per compilation from the resolved sizes (the function gets
+    them as ``sz.name`` or ``sz["name"]``; derived sizes declared before it included),
+    is checked against ``minimum``/``maximum`` like any size, and cannot be set with
+    ``--size`` (set the sizes it is derived from)."""
+
+    def __init__(self, default: int | None = None, *,
+                 derived: Callable[[Any], int] | None = None, minimum: int = 0,
+                 maximum: int | None = None) -> None:
+        if derived is None:
+            super().__init__(default if default is not None else _missing_default(),
+                             minimum=minimum, maximum=maximum)
+            self.derived = None
+            return
+        if default is not None:
+            raise ModelError("a derived size has no default: give Size(derived=...) alone",
+                             None, _caller_line())
+        if not callable(derived):
+            raise ModelError(f"Size(derived=...) takes a function of the sizes, not "
+                             f"{derived!r}", None, _caller_line())
+        super().__init__(0, minimum=minimum, maximum=maximum)
+        self.default = None  # type: ignore[assignment]
+        self.derived = derived
+
+
+def _missing_default() -> int:
+    raise ModelError("Size() needs a default value, or derived=... (a function of the "
+                     "other sizes)", None, _caller_line())
+
+
+class SizeView(dict):  # type: ignore[type-arg]
+    """The resolved sizes as a derived size's function sees them: ``sz.pages`` or
+    ``sz["pages"]``."""
+
+    def __getattr__(self, name: str) -> int:
+        try:
+            return self[name]  # type: ignore[no-any-return]
+        except KeyError:
+            raise AttributeError(f"no size named {name!r} (declared before it: "
+                                 f"{', '.join(self) or 'none'})") from None
 
 
 class _IdSpace(SizeParam):

@@ -15,7 +15,7 @@ import z3
 from kvspec.lang import ir
 from kvspec.lang.check import Scope, build_function, parse_body
 from kvspec.lang.check_types import of_value_type
-from kvspec.lang.declare import SCALAR, Index, ModelDecl, VarDecl
+from kvspec.lang.declare import SCALAR, Index, ModelDecl, SizeParam, SizeView, VarDecl
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.loader import LoadedModel
 from kvspec.lang.pygen import PyGen
@@ -264,13 +264,41 @@ def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str) -> dic
             raise UsageError(f"{file}: unknown size parameter {key!r} (this model has: {names})")
     sizes = {}
     for name, s in known.items():
+        if s.derived is not None:
+            if name in overrides:
+                raise UsageError(f"{file}: size {name} is derived from the other sizes; set "
+                                 "those instead")
+            continue
         value = overrides.get(name, s.default)
         try:
             s.check(value)
         except ModelError as exc:
             raise UsageError(f"{file}: {exc.message}") from None
         sizes[name] = value
-    return sizes
+    for name, s in known.items():
+        if s.derived is not None:
+            sizes[name] = _derived_size(s, sizes, file)
+    return {name: sizes[name] for name in known}
+
+
+def _derived_size(s: SizeParam, sizes: dict[str, int], file: str) -> int:
+    """The value of a derived size from the sizes resolved so far."""
+    assert s.derived is not None
+    try:
+        value = s.derived(SizeView(sizes))
+    except Exception as exc:  # noqa: BLE001 - the model's own function: report, located
+        raise ModelError(f"size {s.name}: its derived=... function failed: "
+                         f"{type(exc).__name__}: {exc}", file, s.line) from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelError(f"size {s.name}: its derived=... function returned {value!r}, not "
+                         "an int", file, s.line)
+    try:
+        s.check(value)
+    except ModelError as exc:
+        raise ModelError(f"{exc.message} (derived from the sizes "
+                         f"{', '.join(f'{k}={v}' for k, v in sizes.items())})",
+                         file, s.line) from None
+    return value
 
 
 def _init_values(decl: VarDecl, vtype: ValueType, length: int, sizes: dict[str, int],

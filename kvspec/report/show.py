@@ -19,7 +19,9 @@ def describe_model(system: System, path: str) -> str:
     for s in decl.sizes:
         kind = {"request": "request ids", "page": "page ids"}.get(
             s.dim or "", "parameter" if s.dim is None else f"{s.dim} ids, index space")
-        lines.append(f"  {s.name:<20} = {system.sizes[s.name]:<4} ({kind}; default {s.default})")
+        default = "derived from the other sizes" if s.derived is not None \
+            else f"default {s.default}"
+        lines.append(f"  {s.name:<20} = {system.sizes[s.name]:<4} ({kind}; {default})")
     lines.append("")
     lines.append("state variables:")
     for v in system.schema.vars:

@@ -8,7 +8,7 @@ per-slot arrays holding request ids, a scalar holding an optional rank. Actions
 take ``Request``, ``ranks.id`` and ``slots.id`` parameters; guards and updates are
 drawn from element reads and writes (``s.g[r, k]``, with a constant rank too),
 lines (``s.g[r, :]``, ``s.g[:, k]``, ``s.g[r]``) with every reduction (``.any()``,
-``.all()``, ``.count()``, ``.count(v)``, ``any()``/``sum()``), line writes
+``.all()``, ``.count()``, ``.count(v)``, ``.min()``, ``.max()``, ``any()``/``sum()``), line writes
 (``s.g[r, :] = v``), loops over requests and ranks, and generator folds.
 Request ids stay opaque in most models, so symmetry reduction is exercised with
 the extra axes carried along.
@@ -64,10 +64,11 @@ class _Gen:
                   f"(s.g[r, :] == {self.val()}).count() <= 1", f"s.g[r].count({self.val()}) >= 1",
                   "s.q[:, r].any()", "not s.q[:, r].all()", "(s.owner == r).count() < 2",
                   "any(s.h[k3] == r for k3 in s.ranks)",
-                  f"s.g[r, {self.rng.randrange(self.ranks)}] == {self.val()}"]
+                  f"s.g[r, {self.rng.randrange(self.ranks)}] == {self.val()}",
+                  f"s.g[r, :].min() <= {self.val()}", f"s.g[r].max() >= {self.val()}"]
         if "k" in params:
             c += ["s.h[k] is None", "s.h[k] is not None", "s.cur == k", "s.cur != k",
-                  "s.q[k].any()", "(s.q[k, :] == False).count() >= 1", "s.w[:, k].any()",
+                  "s.q[k].any()", "(s.q[k, :] == False).count() >= 1", "s.w[:, k].any()", f"s.g[:, k].max() == {self.val()}",
                   f"(s.g[:, k] == {self.val()}).count() == 0", "sum(s.g[:, k] >= 1) <= 1"]
         if "r" in params and "k" in params:
             c += [f"s.g[r, k] == {self.val()}", f"s.g[r, k] < {self.val()}", "s.q[k, r]",
@@ -80,6 +81,7 @@ class _Gen:
         if "j" in params and "r" in params:
             c += ["s.owner[j] == r"]
         c += ["s.cur is None", "s.cur is not None", "(s.st == 2).count() <= 1",
+              f"s.g.min() == {self.val()}", f"s.st.max() <= {self.val()}",
               "all((s.g[r3, :] >= 1).any() or s.st[r3] == 0 for r3 in s.requests)"]
         return self.rng.choice(c)
 
@@ -92,7 +94,7 @@ class _Gen:
                   ["for k2 in s.ranks:", f"    if s.g[r, k2] == {v}:",
                    f"        s.g[r, k2] = {self.val()}"],
                   ["for k2 in s.ranks:", "    s.q[k2, r] = s.g[r, k2] >= 1"],
-                  ["s.st[r] = min(2, s.g[r].count(1) + s.st[r])"]]
+                  ["s.st[r] = min(2, s.g[r].count(1) + s.st[r])"], ["s.st[r] = s.g[r, :].max()"]]
         if "k" in params:
             c += [["s.cur = k"], ["s.h[k] = None"], [f"s.g[:, k] = {v}"], ["s.w[:, k] = True"],
                   ["for r2 in s.requests:", f"    s.g[r2, k] = min(2, s.g[r2, k] + 1)"],

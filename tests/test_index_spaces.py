@@ -59,8 +59,9 @@ def test_symmetry_changes_only_the_stored_states(seed: int, tmp_path: Path) -> N
             pytest.skip("state space above the test's limit")
         reduced = explore(system, limits=LIMITS)
         assert _verdicts(reduced) == _verdicts(plain), model.source
-        assert reduced.stats.symmetry.get("concrete_states", plain.stats.states) \
-            == plain.stats.states, model.source
+        sym = reduced.stats.symmetry
+        if sym.get("concrete_states_exact"):
+            assert sym["concrete_states"] == plain.stats.states, model.source
     finally:
         forget(system)
 
@@ -132,7 +133,8 @@ def test_native_search_agrees(seed: int, tmp_path: Path) -> None:
     _, system = compile_source(model.source, tmp_path, model.class_name)
     try:
         for symmetry in (True, False):
-            native, python = both(system, tmp_path / "cache", symmetry=symmetry, limits=LIMITS)
+            native, python = both(system, tmp_path / "cache", symmetry=symmetry,
+                                  limits=Limits(max_states=1_500))
             assert native == python, f"seed {seed}, symmetry {symmetry}\n{model.source}"
     finally:
         forget(system)
@@ -143,7 +145,7 @@ def test_bmc_finds_every_violation_at_its_shortest_length(seed: int, tmp_path: P
     model = random_index_model(seed)
     _, system = compile_source(model.source, tmp_path, model.class_name)
     try:
-        ref = explore(system, limits=LIMITS)
+        ref = explore(system, limits=Limits(max_states=1_500))
         if not ref.complete:
             pytest.skip("state space above the test's limit")
         expect = _verdicts(ref)
@@ -288,6 +290,8 @@ def _line_of(source: str, text: str) -> int:
     ("require(s.x[r][0:1].any())", "slices are not supported"),
     ("s.x[r, k] = 3", "cannot store"),
     ("require(s.x[r, k] == k)", "cannot compare"),
+    ("require(s.x[r, :].min())", ".min() applies to an array of ints"),
+    ("require(s.x[:, k].max(1))", ".max() takes no arguments"),
 ])
 def test_misuse_is_rejected_with_file_and_line(stmt: str, message: str, tmp_path: Path) -> None:
     source = HEAD + BODY.replace("{stmt}", stmt)

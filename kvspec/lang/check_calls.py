@@ -14,9 +14,12 @@ _REDUCTIONS = {"count": "count", "any_": "any", "all_": "all"}
 def build_call(b: ExprBuilder, node: ast.Call) -> ir.Expr:
     func = node.func
     # methods of masks and state arrays: m.count(), m.any(), s.owner.count(r), s.x.is_none()
-    if isinstance(func, ast.Attribute) and func.attr in ("count", "any", "all", "is_none"):
+    if isinstance(func, ast.Attribute) and func.attr in ("count", "any", "all", "is_none",
+                                                         "min", "max"):
         base = b.expr(func.value)
         if isinstance(base, ir.Expr) and isinstance(base.ty, (ir.MaskT, ir.VecT)):
+            if func.attr in ("min", "max"):
+                return _vec_extreme(b, base, func.attr, node)
             return _method(b, base, func.attr, node)
     target = b.expr(func)
     if isinstance(target, ir.Expr):
@@ -52,6 +55,42 @@ def _reduce_type(b: ExprBuilder, op: str, mask: ir.Expr | None) -> Any:
 def _length(b: ExprBuilder, dim: str) -> int:
     """Elements of a vector or mask over ``dim`` (one id space, or two: ``a*b``)."""
     return b.scope.schema.length_of(dim)  # type: ignore[no-any-return]
+
+
+def _vec_extreme(b: ExprBuilder, base: ir.Expr, op: str, node: ast.Call) -> ir.Expr:
+    """``v.min()`` / ``v.max()`` of an int array, row or column: the ``min``/``max`` of
+    its elements (each one state slot; a space has at least one id)."""
+    if node.args or node.keywords:
+        raise b.err(node, f".{op}() takes no arguments")
+    elem = getattr(base.ty, "elem", None)
+    if not isinstance(elem, ir.IntT):
+        raise b.err(node, f".{op}() applies to an array of ints (Int variables), not "
+                          f"{base.ty.describe()}")
+    items = _elements(b, base, node)
+    if len(items) == 1:
+        return items[0]
+    return ir.MinMax(op, items, ty=elem, line=node.lineno)
+
+
+def _elements(b: ExprBuilder, base: ir.Expr, node: ast.Call) -> list[ir.Expr]:
+    """Every element of a whole state array or of one line of a 2-D array, as reads."""
+    elem = base.ty.elem
+    if isinstance(base, ir.Uniform):
+        n = _length(b, base.ty.dim)
+        return [ir.Const(base.value, ty=elem, line=node.lineno)] * n
+    var = base.var if isinstance(base, ir.VecOf) else b.scope.var(base.ty.var)
+    if var is None:
+        raise b.err(node, "this vector has no elements to reduce")
+    if isinstance(base, ir.VecOf) and base.row is not None:
+        out: list[ir.Expr] = []
+        for j in range(var.shape[base.along]):
+            k = b.const(j, ir.IntT(j, j), node)
+            ij = (base.row, k) if base.along == 1 else (k, base.row)
+            out.append(ir.Load(var, b.flat_slot(var, ij[0], ij[1], node), False, ij, ty=elem,
+                               line=node.lineno))
+        return out
+    return [ir.Load(var, b.const(k, ir.IntT(k, k), node), False, ty=elem, line=node.lineno)
+            for k in range(var.length)]
 
 
 def _method(b: ExprBuilder, base: ir.Expr, attr: str, node: ast.Call) -> ir.Expr:

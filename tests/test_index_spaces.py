@@ -243,17 +243,19 @@ def test_size_override_and_trace_text(tmp_path: Path) -> None:
     assert "send(r0, ranks 1)" in run.out or "send(r1, ranks 1)" in run.out
 
 
-def test_state_json_is_nested_by_axis(tmp_path: Path) -> None:
+def test_state_json_lists_a_grid_row_by_row(tmp_path: Path) -> None:
     _, system = compile_source(TP_MODEL, tmp_path, "TP")
     schema = system.schema
     state = list(system.initial)
     sent = schema.by_name["sent"]
     state[sent.offset + sent.slot(1, 0)] = True
     data = schema.to_json_state(tuple(state))
-    assert data["sent"] == [[False, False], [True, False]]
+    assert data["sent"] == [False, False, True, False]  # [r0,0], [r0,1], [r1,0], [r1,1]
     assert data["leader"] == [None, None]
     assert schema.from_json_state(data) == tuple(state)
-    assert sent.label(sent.slot(1, 0)) == "sent[r1,0]"
+    assert sent.label(sent.logical(sent.slot(1, 0))) == "sent[r1,0]"
+    changes = schema.diff(system.initial, tuple(state))
+    assert [(v.name, i) for v, i, _, _ in changes] == [("sent", 2)]
 
 
 # -- rejections --------------------------------------------------------------------------

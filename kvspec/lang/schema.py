@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvspec.lang.declare import SCALAR
-from kvspec.lang.types import (PAGE, PAGE_BY_REQUEST, REQUEST, SYMMETRIC_DIMS, ValueType,
-                               axes_of)
+from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, SYMMETRIC_DIMS, ValueType, axes_of
 
 State = tuple[Any, ...]
 
@@ -54,6 +53,14 @@ class VarInfo:
             return index % self.shape[0], index // self.shape[0]
         return divmod(index, self.strides[0]) if self.strides[0] else (0, index)
 
+    def logical(self, index: int) -> int:
+        """The position of slot offset ``index`` in the row-by-row order of the array's
+        elements (``[i, j]`` at ``i * n1 + j``): how traces and JSON states list it."""
+        if not self.two_d:
+            return index
+        i, j = self.coords(index)
+        return i * self.shape[1] + j
+
     def slots_of(self, dim: str, i: int) -> list[int]:
         """The slot offsets (from ``offset``) that belong to id ``i`` of ``dim``."""
         axes = self.axes
@@ -69,8 +76,8 @@ class VarInfo:
             return self.name
         if self.dim == REQUEST:
             return f"{self.name}[r{index}]"
-        if self.two_d:
-            i, j = self.coords(index)
+        if self.two_d:  # ``index`` is the row-by-row position (see ``logical``)
+            i, j = divmod(index, self.shape[1])
             a, b = self.axes
             return (f"{self.name}[{f'r{i}' if a == REQUEST else i},"
                     f"{f'r{j}' if b == REQUEST else j}]")
@@ -124,10 +131,10 @@ class Schema:
         """JSON value of one variable (a list for arrays)."""
         if info.dim == SCALAR:
             return info.type.to_json(state[info.offset])
-        if info.two_d and info.dim != PAGE_BY_REQUEST:
+        if info.two_d:  # row by row: element [i, j] at i * n1 + j, whatever the storage
             n0, n1 = info.shape
-            return [[info.type.to_json(state[info.offset + info.slot(i, j)]) for j in range(n1)]
-                    for i in range(n0)]
+            return [info.type.to_json(state[info.offset + info.slot(i, j)])
+                    for i in range(n0) for j in range(n1)]
         return [info.type.to_json(x) for x in state[info.offset:info.offset + info.length]]
 
     def to_json_state(self, state: State) -> dict[str, Any]:
@@ -141,16 +148,15 @@ class Schema:
             value = data[v.name]
             if v.dim == SCALAR:
                 out.append(v.type.from_json(value))
-            elif v.two_d and v.dim != PAGE_BY_REQUEST:
+            elif v.two_d:
                 n0, n1 = v.shape
-                if not (isinstance(value, list) and len(value) == n0 and all(
-                        isinstance(row, list) and len(row) == n1 for row in value)):
-                    raise ValueError(f"variable {v.name!r} must be a list of {n0} lists of "
-                                     f"{n1} values")
+                if not isinstance(value, list) or len(value) != v.length:
+                    raise ValueError(f"variable {v.name!r} must be a list of {v.length} values "
+                                     f"({n0} rows of {n1})")
                 flat: list[Any] = [None] * v.length
                 for i in range(n0):
                     for j in range(n1):
-                        flat[v.slot(i, j)] = v.type.from_json(value[i][j])
+                        flat[v.slot(i, j)] = v.type.from_json(value[i * n1 + j])
                 out.extend(flat)
             else:
                 if not isinstance(value, list) or len(value) != v.length:
@@ -160,15 +166,18 @@ class Schema:
 
     def diff(self, before: State, after: State, owners: tuple[str, ...] = ("model", "monitor")
              ) -> list[tuple[VarInfo, int | None, Any, Any]]:
-        """Changed elements: (variable, index or None, before, after) in internal form."""
+        """Changed elements: (variable, index or None, before, after) in internal form;
+        the index of a two-dimensional array's element is its row-by-row position."""
         changes: list[tuple[VarInfo, int | None, Any, Any]] = []
         for v in self.vars:
             if v.owner not in owners:
                 continue
+            found = []
             for i in range(v.length):
                 a, b = before[v.offset + i], after[v.offset + i]
                 if a != b:
-                    changes.append((v, None if v.dim == SCALAR else i, a, b))
+                    found.append((v, None if v.dim == SCALAR else v.logical(i), a, b))
+            changes.extend(sorted(found, key=lambda c: c[1] or 0))
         return changes
 
     def to_json(self) -> dict[str, Any]:

@@ -214,7 +214,7 @@ class System:
         out = []
         for v in self.schema.vars:
             for i in range(v.length):
-                name = v.label(None if v.dim == SCALAR else i)
+                name = v.label(None if v.dim == SCALAR else v.logical(i))
                 out.append(z3_var(name + suffix, v.type))
         return out
 

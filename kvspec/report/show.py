@@ -30,9 +30,7 @@ def describe_model(system: System, path: str) -> str:
         dim = "" if v.dim == SCALAR else f"per ({', '.join(v.axes)})" if v.two_d \
             else f"per {v.dim}"
         init = system.schema.values(system.initial, v)
-        flat = [x for row in init for x in row] if v.two_d and v.dim != SCALAR \
-            and init and isinstance(init[0], list) else init
-        shown = init if v.dim == SCALAR or len(set(map(str, flat))) > 1 else f"all {flat[0]}"
+        shown = init if v.dim == SCALAR or len(set(map(str, init))) > 1 else f"all {init[0]}"
         lines.append(f"  {v.name:<20} {v.type.describe():<18} {dim:<12} init {shown}")
     lines.append("")
     lines.append("monitor variables (maintained from events by the property library):")

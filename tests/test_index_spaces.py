@@ -294,6 +294,7 @@ def _line_of(source: str, text: str) -> int:
     ("require(s.x[r, k] == k)", "cannot compare"),
     ("require(s.x[r, :].min())", ".min() applies to an array of ints"),
     ("require(s.x[:, k].max(1))", ".max() takes no arguments"),
+    ("s.x[r][s.x[r]] = False", "into a row or column (s.x[r][m] = v) is not supported"),
 ])
 def test_misuse_is_rejected_with_file_and_line(stmt: str, message: str, tmp_path: Path) -> None:
     source = HEAD + BODY.replace("{stmt}", stmt)

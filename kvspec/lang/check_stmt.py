@@ -278,6 +278,10 @@ class BodyBuilder(ExprBuilder):
             self.note_write(info, None, node)
             return [ir.Store(info, None, v, False, check, line=node.lineno)]
         if isinstance(target, ast.Subscript):
+            if isinstance(target.value, ast.Subscript):
+                raise self.err(node, "a masked or indexed assignment into a row or column "
+                                     "(s.x[r][m] = v) is not supported; write s.x[r, k] = v "
+                                     "in a loop over the row's space (for k in s.ranks)")
             if not (isinstance(target.value, ast.Attribute)):
                 raise self.err(node, "only locals and state variables (s.x, s.x[i]) can be "
                                      "assigned")

@@ -60,7 +60,7 @@ class _Gen:
         c = []
         if "r" in params:
             c += [f"s.st[r] == {self.val()}", f"s.st[r] != {self.val()}",
-                  f"(s.g[r, :] == {self.val()}).any()", f"(s.g[r] >= 1).all()",
+                  f"(s.g[r, :] == {self.val()}).any()", "(s.g[r] >= 1).all()",
                   f"(s.g[r, :] == {self.val()}).count() <= 1", f"s.g[r].count({self.val()}) >= 1",
                   "s.q[:, r].any()", "not s.q[:, r].all()", "(s.owner == r).count() < 2",
                   "any(s.h[k3] == r for k3 in s.ranks)",
@@ -97,7 +97,7 @@ class _Gen:
                   ["s.st[r] = min(2, s.g[r].count(1) + s.st[r])"], ["s.st[r] = s.g[r, :].max()"]]
         if "k" in params:
             c += [["s.cur = k"], ["s.h[k] = None"], [f"s.g[:, k] = {v}"], ["s.w[:, k] = True"],
-                  ["for r2 in s.requests:", f"    s.g[r2, k] = min(2, s.g[r2, k] + 1)"],
+                  ["for r2 in s.requests:", "    s.g[r2, k] = min(2, s.g[r2, k] + 1)"],
                   ["s.q[k, :] = False"]]
         if "r" in params and "k" in params:
             c += [[f"s.g[r, k] = {v}"], ["s.q[k, r] = not s.q[k, r]"], ["s.h[k] = r"],

@@ -8,7 +8,9 @@ per-slot arrays holding request ids, a scalar holding an optional rank. Actions
 take ``Request``, ``ranks.id`` and ``slots.id`` parameters; guards and updates are
 drawn from element reads and writes (``s.g[r, k]``, with a constant rank too),
 lines (``s.g[r, :]``, ``s.g[:, k]``, ``s.g[r]``) with every reduction (``.any()``,
-``.all()``, ``.count()``, ``.count(v)``, ``.min()``, ``.max()``, ``any()``/``sum()``), line writes
+``.all()``, ``.count()``, ``.count(v)``, ``.min()``, ``.max()``, ``any()``/``sum()``), reductions
+of a whole two-dimensional mask along one axis (``m.any(axis=s.ranks)``) and masked
+stores with them, line writes
 (``s.g[r, :] = v``), loops over requests and ranks, and generator folds.
 Request ids stay opaque in most models, so symmetry reduction is exercised with
 the extra axes carried along.
@@ -82,6 +84,9 @@ class _Gen:
             c += ["s.owner[j] == r"]
         c += ["s.cur is None", "s.cur is not None", "(s.st == 2).count() <= 1",
               f"s.g.min() == {self.val()}", f"s.st.max() <= {self.val()}",
+              f"(s.g >= {self.val()}).all(axis=s.ranks).count() <= 1",
+              "s.q.any(axis=s.requests).count() >= 1", "(~s.w).all(axis=s.ranks).any()",
+              f"((s.g == {self.val()}) | ~(s.g >= 1)).any(axis=s.requests).all()",
               "all((s.g[r3, :] >= 1).any() or s.st[r3] == 0 for r3 in s.requests)"]
         return self.rng.choice(c)
 
@@ -108,7 +113,8 @@ class _Gen:
             c += [["s.w[j, k] = True"]]
         if "j" in params and "r" in params:
             c += [["s.owner[j] = r"]]
-        c += [["s.cur = None"]]
+        c += [["s.cur = None"], [f"s.st[(s.g == 2).all(axis=s.ranks)] = {v}"],
+              ["s.h[s.q.any(axis=s.requests)] = None"]]
         return self.rng.choice(c)
 
     def action(self, n: int) -> list[str]:

@@ -295,6 +295,9 @@ def _line_of(source: str, text: str) -> int:
     ("require(s.x[r, :].min())", ".min() applies to an array of ints"),
     ("require(s.x[:, k].max(1))", ".max() takes no arguments"),
     ("s.x[r][s.x[r]] = False", "into a row or column (s.x[r][m] = v) is not supported"),
+    ("require(s.x.any(axis=s.pages).any())", "takes one of the id spaces"),
+    ("require(s.x.count(axis=s.ranks) > 0)", "the only keyword is axis="),
+    ("require(s.x[r].any(axis=s.ranks))", "takes no keyword arguments"),
 ])
 def test_misuse_is_rejected_with_file_and_line(stmt: str, message: str, tmp_path: Path) -> None:
     source = HEAD + BODY.replace("{stmt}", stmt)

@@ -93,7 +93,72 @@ def _elements(b: ExprBuilder, base: ir.Expr, node: ast.Call) -> list[ir.Expr]:
             for k in range(var.length)]
 
 
+def _axis_reduce(b: ExprBuilder, base: ir.Expr, attr: str, node: ast.Call) -> ir.Expr:
+    """``m.any(axis=s.ranks)`` / ``m.all(axis=s.ranks)`` of a two-dimensional mask (or
+    bool array): the mask over the other axis, each element the ``|`` / ``&`` of its
+    line along ``axis``."""
+    kw = node.keywords
+    if len(kw) != 1 or kw[0].arg != "axis" or node.args or attr not in ("any", "all"):
+        raise b.err(node, f".{attr}(): the only keyword is axis=, for .any() and .all() of a "
+                          "two-dimensional mask (e.g. s.failed.any(axis=s.ranks))")
+    space = b.expr(kw[0].value)
+    dims = base.ty.dim.split("*")
+    if not (isinstance(space, _Marker) and space.what == "space" and space.value in dims
+            and len(dims) == 2):
+        raise b.err(node, f".{attr}(axis=...) takes one of the id spaces of a two-dimensional "
+                          f"mask ({' or '.join('s.' + d for d in dims) if len(dims) == 2 else 'none here'})")
+    m = b.as_mask(base, node.func)
+    along = dims.index(space.value)
+    var = _grid_of(b, m, node)
+    lines = [_line(b, m, along, k, node) for k in range(var.shape[along])]
+    keep = dims[1 - along]
+    acc = lines[0]
+    for x in lines[1:]:  # mask operations are binary
+        acc = ir.MaskOp("|" if attr == "any" else "&", [acc, x], ty=ir.MaskT(keep),
+                        line=node.lineno)
+    return acc
+
+
+def _grid_of(b: ExprBuilder, e: ir.Expr, node: ast.Call) -> Any:
+    """The two-dimensional state variable a mask expression reads (for its shape)."""
+    if isinstance(e, (ir.VecOf, ir.Uniform)):
+        return e.var
+    for x in ir.sub_exprs(e):
+        if isinstance(x.ty, (ir.MaskT, ir.VecT)):
+            return _grid_of(b, x, node)
+    raise b.err(node, "this mask cannot be reduced along an axis")
+
+
+def _line(b: ExprBuilder, e: ir.Expr, along: int, k: int, node: ast.Call) -> ir.Expr:
+    """The part of a two-dimensional mask (or array) expression with index ``k`` on axis
+    ``along`` (its line across the other axis)."""
+    other = 1 - along
+    if isinstance(e, ir.VecOf) and e.row is None:
+        var = e.var
+        fixed = b.const(k, ir.IntT(k, k), node)
+        return ir.VecOf(var, fixed, other, ty=ir.VecT(f"{var.name}[line]", var.axes[other],
+                                                      e.ty.elem), line=node.lineno)
+    if isinstance(e, ir.Uniform):
+        return ir.Uniform(e.value, e.var, ty=ir.VecT(f"{e.var.name}[line]",
+                                                     e.var.axes[other], e.ty.elem),
+                          line=node.lineno)
+    if isinstance(e, ir.VecCompare):
+        rhs = _line(b, e.b, along, k, node) if isinstance(e.b.ty, ir.VecT) else e.b
+        a = _line(b, e.a, along, k, node)
+        return ir.VecCompare(e.op, a, rhs, ty=ir.MaskT(a.ty.dim), line=e.line)
+    if isinstance(e, ir.Unary) and e.op == "invert":
+        x = _line(b, e.x, along, k, node)
+        return ir.Unary("invert", x, ty=x.ty, line=e.line)
+    if isinstance(e, ir.MaskOp):
+        items = [_line(b, x, along, k, node) for x in e.items]
+        return ir.MaskOp(e.op, items, ty=items[0].ty, line=e.line)
+    raise b.err(node, "reduce along an axis a two-dimensional state array or a mask built "
+                      "from them (==, !=, <, ..., &, |, ~), not a local or a function's result")
+
+
 def _method(b: ExprBuilder, base: ir.Expr, attr: str, node: ast.Call) -> ir.Expr:
+    if node.keywords and "*" in getattr(base.ty, "dim", ""):
+        return _axis_reduce(b, base, attr, node)
     if node.keywords:
         raise b.err(node, f".{attr}() takes no keyword arguments")
     if attr == "is_none":

@@ -10,6 +10,7 @@ violation at the explicit search's length. The rejections name file and line.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import random
 import textwrap
@@ -18,9 +19,12 @@ from typing import Any
 
 import pytest
 from conftest import run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from indexgen import random_index_model
 from test_differential import (check_bv_steps, check_steps, compile_source, forget,
                                sample_states)
+from test_native import _canon_lib, both
 
 from kvspec.engines.bmc import run_bmc
 from kvspec.engines.explicit import Limits, explore
@@ -128,7 +132,6 @@ def test_page_symmetry_carries_the_slot_axis(tmp_path: Path) -> None:
 @pytest.mark.skipif(not available(), reason="no C compiler (cc, gcc or clang)")
 @pytest.mark.parametrize("seed", range(4))
 def test_native_search_agrees(seed: int, tmp_path: Path) -> None:
-    from test_native import both
     model = random_index_model(seed)
     _, system = compile_source(model.source, tmp_path, model.class_name)
     try:
@@ -138,6 +141,31 @@ def test_native_search_agrees(seed: int, tmp_path: Path) -> None:
             assert native == python, f"seed {seed}, symmetry {symmetry}\n{model.source}"
     finally:
         forget(system)
+
+
+_CANON: dict[str, Any] = {}
+
+
+@pytest.mark.skipif(not available(), reason="no C compiler (cc, gcc or clang)")
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), which=st.sampled_from(["TP", "PS"]))
+def test_native_canonical_form_is_the_python_one(data: Any, which: str,
+                                                 tmp_path_factory: Any) -> None:
+    """canon.c and canon.py pick the same representative of random states of models with
+    a requests x ranks, a pages x slots and a slots x pages variable."""
+    if which not in _CANON:
+        source = TP_MODEL.replace("Requests(2)", "Requests(3)") if which == "TP" \
+            else PAGES_MODEL
+        directory = tmp_path_factory.mktemp("canon")
+        _, system = compile_source(source, directory, which)
+        _CANON[which] = (system, *_canon_lib(system, directory))
+    system, lib, canon = _CANON[which]
+    state = tuple(data.draw(st.sampled_from(t.domain()[:2] if data.draw(st.booleans())
+                                            else t.domain())) for t in system.slot_types())
+    n = len(state)
+    buf, out = (ctypes.c_int64 * n)(*[int(x) for x in state]), (ctypes.c_int64 * n)()
+    lib.kv_canon_state(buf, out)
+    assert [int(x) for x in canon.key(state)] == list(out)
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -1,5 +1,10 @@
 """Canonical representatives of states under request and page permutations.
 
+Declared index spaces (ranks, handles, slots) are never permuted: a variable over
+one is a row of scalars, and a two-dimensional variable over requests (pages) and
+an index space is one per-request (per-page) run per index id, permuted with the
+requests (pages) like any per-request (per-page) variable.
+
 A permutation is a pair ``(rperm, pperm)`` of tuples mapping an old id to its new
 id. :meth:`Canonicalizer.canon` returns a representative of a state's orbit and a
 permutation that maps the state onto it. Requests are first ordered by a
@@ -47,6 +52,17 @@ class Canonicalizer:
                 self.grid_vars.append((v.offset, is_ref))
             elif v.dim == PAGE:
                 self.page_vars.append((v.offset, is_ref))
+            elif v.two_d and v.axes[0] in (REQUEST, PAGE):
+                # stored with the symmetric axis fastest (see kvspec.lang.schema): each id
+                # of the other, never permuted, axis is a contiguous per-request (per-page) run
+                runs = self.req_vars if v.axes[0] == REQUEST else self.page_vars
+                runs.extend((v.offset + v.slot(0, j), is_ref) for j in range(v.shape[1]))
+            elif v.two_d and v.axes[1] in (REQUEST, PAGE):
+                runs = self.req_vars if v.axes[1] == REQUEST else self.page_vars
+                runs.extend((v.offset + v.slot(i, 0), is_ref) for i in range(v.shape[0]))
+            elif all(a not in (REQUEST, PAGE) for a in v.axes):
+                # over declared index spaces only: never permuted, each slot a scalar
+                self.scalars.extend((v.offset + k, is_ref) for k in range(v.length))
             else:
                 raise ValueError(f"variable {v.name}: unknown dimension {v.dim}")
         self.identity: Perm = (tuple(range(self.R)), tuple(range(self.P)))

@@ -40,7 +40,7 @@ from kvspec.lang.errors import ModelError
 from kvspec.lang.schema import State
 from kvspec.lang.symvalues import domain_constraint, from_z3, z3_const
 from kvspec.lang.system import ActionInstance, Property, System
-from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, ValueType
+from kvspec.lang.types import PAGE, REQUEST, ValueType
 from kvspec.trace import InternalError
 
 Vars = list[z3.ExprRef]
@@ -551,13 +551,8 @@ class TransitionSystem:
         no reference slot names it. Two untouched ids are interchangeable."""
         parts: list[z3.BoolRef] = []
         for v in self.system.schema.vars:
-            own: list[int] = []
-            if v.dim == dim:
-                own = [v.offset + i]
-            elif v.dim == PAGE_BY_REQUEST:  # row i (a page) or column i (a request)
-                R = v.row
-                own = ([v.offset + i * R + r for r in range(R)] if dim == PAGE
-                       else [v.offset + p * R + i for p in range(v.length // R)])
+            # its element (per-id arrays) or its line (two-dimensional arrays)
+            own = [v.offset + k for k in v.slots_of(dim, i)]
             for slot in own:
                 parts.append(self.cur[slot] == self.value(slot, self.system.initial[slot]))
             if v.type.ref_dim == dim:

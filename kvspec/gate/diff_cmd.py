@@ -155,8 +155,8 @@ def _sizes_for(old: LoadedModel, new: LoadedModel, names: tuple[str, str],
                overrides: dict[str, int], err: IO[str]) -> tuple[dict[str, int], dict[str, int]]:
     """The size overrides of each design: the command line's (every name must exist in
     both), and for a size both declare with different defaults, NEW's default."""
-    known_old = {s.name: s.default for s in old.decl.sizes}
-    known_new = {s.name: s.default for s in new.decl.sizes}
+    known_old = {s.name: s.default for s in old.decl.sizes if s.derived is None}
+    known_new = {s.name: s.default for s in new.decl.sizes if s.derived is None}
     for key in overrides:
         for which, shown, known in (("OLD", names[0], known_old), ("NEW", names[1], known_new)):
             if key not in known:

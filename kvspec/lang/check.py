@@ -54,7 +54,6 @@ UNSUPPORTED: dict[type, str] = {
     ast.DictComp: "dict comprehensions are not supported in model code",
     ast.SetComp: "set comprehensions are not supported in model code",
     ast.JoinedStr: "f-strings are not supported in model code",
-    ast.Slice: "slices are not supported in model code; use masks (s.owner == r)",
 }
 
 

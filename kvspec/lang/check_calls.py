@@ -14,9 +14,12 @@ _REDUCTIONS = {"count": "count", "any_": "any", "all_": "all"}
 def build_call(b: ExprBuilder, node: ast.Call) -> ir.Expr:
     func = node.func
     # methods of masks and state arrays: m.count(), m.any(), s.owner.count(r), s.x.is_none()
-    if isinstance(func, ast.Attribute) and func.attr in ("count", "any", "all", "is_none"):
+    if isinstance(func, ast.Attribute) and func.attr in ("count", "any", "all", "is_none",
+                                                         "min", "max"):
         base = b.expr(func.value)
         if isinstance(base, ir.Expr) and isinstance(base.ty, (ir.MaskT, ir.VecT)):
+            if func.attr in ("min", "max"):
+                return _vec_extreme(b, base, func.attr, node)
             return _method(b, base, func.attr, node)
     target = b.expr(func)
     if isinstance(target, ir.Expr):
@@ -44,12 +47,118 @@ def build_call(b: ExprBuilder, node: ast.Call) -> ir.Expr:
 
 def _reduce_type(b: ExprBuilder, op: str, mask: ir.Expr | None) -> Any:
     if op == "count":
-        n = b.counts.get(mask.ty.dim, 0) if mask is not None else None
+        n = _length(b, mask.ty.dim) if mask is not None else None
         return ir.IntT(0, n)
     return ir.BOOL
 
 
+def _length(b: ExprBuilder, dim: str) -> int:
+    """Elements of a vector or mask over ``dim`` (one id space, or two: ``a*b``)."""
+    return b.scope.schema.length_of(dim)  # type: ignore[no-any-return]
+
+
+def _vec_extreme(b: ExprBuilder, base: ir.Expr, op: str, node: ast.Call) -> ir.Expr:
+    """``v.min()`` / ``v.max()`` of an int array, row or column: the ``min``/``max`` of
+    its elements (each one state slot; a space has at least one id)."""
+    if node.args or node.keywords:
+        raise b.err(node, f".{op}() takes no arguments")
+    elem = getattr(base.ty, "elem", None)
+    if not isinstance(elem, ir.IntT):
+        raise b.err(node, f".{op}() applies to an array of ints (Int variables), not "
+                          f"{base.ty.describe()}")
+    items = _elements(b, base, node)
+    if len(items) == 1:
+        return items[0]
+    return ir.MinMax(op, items, ty=elem, line=node.lineno)
+
+
+def _elements(b: ExprBuilder, base: ir.Expr, node: ast.Call) -> list[ir.Expr]:
+    """Every element of a whole state array or of one line of a 2-D array, as reads."""
+    elem = base.ty.elem
+    if isinstance(base, ir.Uniform):
+        n = _length(b, base.ty.dim)
+        return [ir.Const(base.value, ty=elem, line=node.lineno)] * n
+    var = base.var if isinstance(base, ir.VecOf) else b.scope.var(base.ty.var)
+    if var is None:
+        raise b.err(node, "this vector has no elements to reduce")
+    if isinstance(base, ir.VecOf) and base.row is not None:
+        out: list[ir.Expr] = []
+        for j in range(var.shape[base.along]):
+            k = b.const(j, ir.IntT(j, j), node)
+            ij = (base.row, k) if base.along == 1 else (k, base.row)
+            out.append(ir.Load(var, b.flat_slot(var, ij[0], ij[1], node), False, ij, ty=elem,
+                               line=node.lineno))
+        return out
+    return [ir.Load(var, b.const(k, ir.IntT(k, k), node), False, ty=elem, line=node.lineno)
+            for k in range(var.length)]
+
+
+def _axis_reduce(b: ExprBuilder, base: ir.Expr, attr: str, node: ast.Call) -> ir.Expr:
+    """``m.any(axis=s.ranks)`` / ``m.all(axis=s.ranks)`` of a two-dimensional mask (or
+    bool array): the mask over the other axis, each element the ``|`` / ``&`` of its
+    line along ``axis``."""
+    kw = node.keywords
+    if len(kw) != 1 or kw[0].arg != "axis" or node.args or attr not in ("any", "all"):
+        raise b.err(node, f".{attr}(): the only keyword is axis=, for .any() and .all() of a "
+                          "two-dimensional mask (e.g. s.failed.any(axis=s.ranks))")
+    space = b.expr(kw[0].value)
+    dims = base.ty.dim.split("*")
+    if not (isinstance(space, _Marker) and space.what == "space" and space.value in dims
+            and len(dims) == 2):
+        raise b.err(node, f".{attr}(axis=...) takes one of the id spaces of a two-dimensional "
+                          f"mask ({' or '.join('s.' + d for d in dims) if len(dims) == 2 else 'none here'})")
+    m = b.as_mask(base, node.func)
+    along = dims.index(space.value)
+    var = _grid_of(b, m, node)
+    lines = [_line(b, m, along, k, node) for k in range(var.shape[along])]
+    keep = dims[1 - along]
+    acc = lines[0]
+    for x in lines[1:]:  # mask operations are binary
+        acc = ir.MaskOp("|" if attr == "any" else "&", [acc, x], ty=ir.MaskT(keep),
+                        line=node.lineno)
+    return acc
+
+
+def _grid_of(b: ExprBuilder, e: ir.Expr, node: ast.Call) -> Any:
+    """The two-dimensional state variable a mask expression reads (for its shape)."""
+    if isinstance(e, (ir.VecOf, ir.Uniform)):
+        return e.var
+    for x in ir.sub_exprs(e):
+        if isinstance(x.ty, (ir.MaskT, ir.VecT)):
+            return _grid_of(b, x, node)
+    raise b.err(node, "this mask cannot be reduced along an axis")
+
+
+def _line(b: ExprBuilder, e: ir.Expr, along: int, k: int, node: ast.Call) -> ir.Expr:
+    """The part of a two-dimensional mask (or array) expression with index ``k`` on axis
+    ``along`` (its line across the other axis)."""
+    other = 1 - along
+    if isinstance(e, ir.VecOf) and e.row is None:
+        var = e.var
+        fixed = b.const(k, ir.IntT(k, k), node)
+        return ir.VecOf(var, fixed, other, ty=ir.VecT(f"{var.name}[line]", var.axes[other],
+                                                      e.ty.elem), line=node.lineno)
+    if isinstance(e, ir.Uniform):
+        return ir.Uniform(e.value, e.var, ty=ir.VecT(f"{e.var.name}[line]",
+                                                     e.var.axes[other], e.ty.elem),
+                          line=node.lineno)
+    if isinstance(e, ir.VecCompare):
+        rhs = _line(b, e.b, along, k, node) if isinstance(e.b.ty, ir.VecT) else e.b
+        a = _line(b, e.a, along, k, node)
+        return ir.VecCompare(e.op, a, rhs, ty=ir.MaskT(a.ty.dim), line=e.line)
+    if isinstance(e, ir.Unary) and e.op == "invert":
+        x = _line(b, e.x, along, k, node)
+        return ir.Unary("invert", x, ty=x.ty, line=e.line)
+    if isinstance(e, ir.MaskOp):
+        items = [_line(b, x, along, k, node) for x in e.items]
+        return ir.MaskOp(e.op, items, ty=items[0].ty, line=e.line)
+    raise b.err(node, "reduce along an axis a two-dimensional state array or a mask built "
+                      "from them (==, !=, <, ..., &, |, ~), not a local or a function's result")
+
+
 def _method(b: ExprBuilder, base: ir.Expr, attr: str, node: ast.Call) -> ir.Expr:
+    if node.keywords and "*" in getattr(base.ty, "dim", ""):
+        return _axis_reduce(b, base, attr, node)
     if node.keywords:
         raise b.err(node, f".{attr}() takes no keyword arguments")
     if attr == "is_none":
@@ -61,7 +170,7 @@ def _method(b: ExprBuilder, base: ir.Expr, attr: str, node: ast.Call) -> ir.Expr
         if len(node.args) != 1 or not isinstance(base.ty, ir.VecT):
             raise b.err(node, ".count(x) takes one value and applies to a state array")
         m = b.vec_compare("==", base, b.scalar(node.args[0]), node)
-        return ir.Reduce("count", m, ty=ir.IntT(0, b.counts.get(m.ty.dim, 0)), line=node.lineno)
+        return ir.Reduce("count", m, ty=ir.IntT(0, _length(b, m.ty.dim)), line=node.lineno)
     if node.args:
         raise b.err(node, f".{attr}() takes no arguments")
     m = b.as_mask(base, node.func)
@@ -114,7 +223,7 @@ def _builtin(b: ExprBuilder, fn: Any, node: ast.Call) -> ir.Expr:
         if isinstance(v, _Marker) and v.what == "space":
             n = b.counts[v.value]
         elif isinstance(v, ir.Expr) and isinstance(v.ty, (ir.VecT, ir.MaskT)):
-            n = b.counts[v.ty.dim]
+            n = _length(b, v.ty.dim)
         else:
             raise b.err(node, "len() applies to s.requests, s.pages, a state array or a mask")
         b.scope.size_reads.append(f"{b.file}:{node.lineno}")

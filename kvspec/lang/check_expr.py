@@ -16,7 +16,7 @@ from kvspec.lang.check_types import (arith_type, const_type, interval, of_value_
 from kvspec.lang.declare import SCALAR, SizeParam
 from kvspec.lang.errors import ModelError
 from kvspec.lang.schema import VarInfo
-from kvspec.lang.types import PAGE_BY_REQUEST
+from kvspec.lang.types import SYMMETRIC_DIMS
 
 _CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
@@ -458,11 +458,16 @@ class ExprBuilder:
     # -- subscripts --------------------------------------------------------------------------
     def e_Subscript(self, node: ast.Subscript) -> ir.Expr:
         base = self.value(node.value)
-        if (isinstance(base, (ir.VecOf, ir.Uniform)) and base.var.dim == PAGE_BY_REQUEST
-                and getattr(base, "row", None) is None and base.ty.dim == PAGE_BY_REQUEST):
+        if (isinstance(base, (ir.VecOf, ir.Uniform)) and base.var.two_d
+                and getattr(base, "row", None) is None and base.ty.dim == base.var.dim):
             return self.two_d(base, node)
         if isinstance(node.slice, ast.Tuple):
-            raise self.err(node, "multi-dimensional indexing is not supported")
+            raise self.err(node, "multi-dimensional indexing needs a two-dimensional array "
+                                 "(declared requests.by(ranks).var(...))")
+        if isinstance(node.slice, ast.Slice):
+            raise self.err(node, "slices are not supported in model code; use masks "
+                                 "(s.owner == r), or s.x[i, :] / s.x[:, j] on a two-dimensional "
+                                 "array")
         if not isinstance(base.ty, ir.VecT):
             raise self.err(node, f"{ast.unparse(node.value)} is {base.ty.describe()}; only state "
                                  "arrays (per-request / per-page variables) can be indexed")
@@ -479,33 +484,60 @@ class ExprBuilder:
         idx, check = self.index(base.var, idx, node)
         return ir.Load(base.var, idx, check, ty=base.ty.elem, line=node.lineno)
 
+    def grid_index(self, var: VarInfo, part: ast.expr, axis: int, node: Any) -> ir.Expr | None:
+        """One index of ``var[i, j]``: an id of that axis's space (None for a bare ``:``).
+        An axis that is not requests or pages also takes a constant int in range."""
+        dim = var.axes[axis]
+        if isinstance(part, ast.Slice):
+            if part.lower is not None or part.upper is not None or part.step is not None:
+                raise self.err(node, f"{var.name}: only a bare `:` (a whole line) is supported "
+                                     "as a slice")
+            return None
+        e = self.scalar(part)
+        t = e.ty
+        if isinstance(t, ir.RefT) and t.dim == dim and not t.optional:
+            return e
+        if (dim not in SYMMETRIC_DIMS and isinstance(e, ir.Const) and isinstance(t, ir.IntT)
+                and 0 <= e.value < self.counts[dim]):
+            return e
+        pos = ", ".join("i" if k == axis else "_" for k in range(2))
+        raise self.err(node, f"{var.name}[{pos}] needs a {dim} id here (not optional), not "
+                             f"{t.describe()}"
+                       + ("" if dim in SYMMETRIC_DIMS else
+                          f", or a constant 0..{self.counts[dim] - 1}"))
+
     def two_d(self, base: ir.VecOf | ir.Uniform, node: ast.Subscript) -> ir.Expr:
-        """``m.x[p, r]`` (an element) or ``m.x[p]`` (the vector over requests of page p)
-        of a (page, request) array; both indices must be ids of their space."""
+        """``s.x[i, j]`` (an element), ``s.x[i]`` / ``s.x[i, :]`` (the line along the
+        inner axis), ``s.x[:, j]`` (the line along the outer axis) of a two-dimensional
+        array; every index is an id of its space."""
         var = base.var
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if len(parts) > 2:
-            raise self.err(node, f"{var.name} has two dimensions (page, request)")
-        ids = []
-        for part, dim in zip(parts, ("page", "request")):
-            e = self.scalar(part)
-            if not (isinstance(e.ty, ir.RefT) and e.ty.dim == dim and not e.ty.optional):
-                raise self.err(node, f"{var.name}[page, request] needs a {dim} id here, not "
-                                     f"{e.ty.describe()}")
-            ids.append(e)
-        elem = of_value_type(var.type)
-        if isinstance(base, ir.Uniform):
-            if len(ids) == 1:
-                return ir.Uniform(base.value, var, ty=ir.VecT(var.name + "[row]", "request", elem),
-                                  line=node.lineno)
-            return constant_value(base.value, elem, node.lineno)
+            raise self.err(node, f"{var.name} has two dimensions ({', '.join(var.axes)})")
+        ids = [self.grid_index(var, part, k, node) for k, part in enumerate(parts)]
         if len(ids) == 1:
-            return ir.VecOf(var, ids[0], ty=ir.VecT(var.name + "[row]", "request", elem),
-                            line=node.lineno)
-        row = ir.Const(var.row, ty=ir.IntT(var.row, var.row), line=node.lineno)
-        flat = ir.Arith("+", ir.Arith("*", ids[0], row, ty=ir.INT, line=node.lineno), ids[1],
-                        ty=ir.IntT(0, var.length - 1), line=node.lineno)
-        return ir.Load(var, flat, False, ty=elem, line=node.lineno)
+            ids.append(None)
+        elem = of_value_type(var.type)
+        if ids[0] is None and ids[1] is None:
+            return base  # type: ignore[return-value]
+        if ids[0] is None or ids[1] is None:
+            along = 0 if ids[0] is None else 1
+            fixed = ids[1 - along]
+            ty = ir.VecT(f"{var.name}[line]", var.axes[along], elem)
+            if isinstance(base, ir.Uniform):
+                return ir.Uniform(base.value, var, ty=ty, line=node.lineno)
+            return ir.VecOf(var, fixed, along, ty=ty, line=node.lineno)
+        if isinstance(base, ir.Uniform):
+            return constant_value(base.value, elem, node.lineno)
+        i, j = ids
+        return ir.Load(var, self.flat_slot(var, i, j, node), False, (i, j), ty=elem,
+                       line=node.lineno)
+
+    def flat_slot(self, var: VarInfo, i: ir.Expr, j: ir.Expr, node: Any) -> ir.Expr:
+        """The slot offset of ``var[i, j]``: ``i * stride0 + j * stride1`` (folded)."""
+        s0, s1 = var.strides
+        return self.arith("+", self.arith("*", i, self.const(s0, ir.IntT(s0, s0), node), node),
+                          self.arith("*", j, self.const(s1, ir.IntT(s1, s1), node), node), node)
 
     def index(self, var: VarInfo, idx: ir.Expr, node: Any) -> tuple[ir.Expr, bool]:
         """Type an index of array ``var``: (index, needs a range check)."""
@@ -531,6 +563,10 @@ class ExprBuilder:
     def e_Call(self, node: ast.Call) -> Any:
         from kvspec.lang.check_calls import build_call
         return build_call(self, node)
+
+    def e_Slice(self, node: ast.Slice) -> ir.Expr:
+        raise self.err(node, "slices are not supported in model code; use masks (s.owner == r), "
+                             "or s.x[i, :] / s.x[:, j] on a two-dimensional array")
 
     def e_GeneratorExp(self, node: ast.GeneratorExp) -> ir.Expr:
         raise self.err(node, "a generator expression can only be the argument of any(), all() "

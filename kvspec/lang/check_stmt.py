@@ -12,7 +12,7 @@ from kvspec.lang.check_expr import RUNTIME_FUNCTIONS, ExprBuilder, _Marker
 from kvspec.lang.check_types import join, widen, within
 from kvspec.lang.declare import SCALAR
 from kvspec.lang.schema import VarInfo
-from kvspec.lang.types import PAGE_BY_REQUEST, BoolType, EnumType, IntType, RefType
+from kvspec.lang.types import BoolType, EnumType, IntType, RefType
 
 _AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%",
         ast.BitAnd: "&", ast.BitOr: "|"}
@@ -278,6 +278,10 @@ class BodyBuilder(ExprBuilder):
             self.note_write(info, None, node)
             return [ir.Store(info, None, v, False, check, line=node.lineno)]
         if isinstance(target, ast.Subscript):
+            if isinstance(target.value, ast.Subscript):
+                raise self.err(node, "a masked or indexed assignment into a row or column "
+                                     "(s.x[r][m] = v) is not supported; write s.x[r, k] = v "
+                                     "in a loop over the row's space (for k in s.ranks)")
             if not (isinstance(target.value, ast.Attribute)):
                 raise self.err(node, "only locals and state variables (s.x, s.x[i]) can be "
                                      "assigned")
@@ -288,15 +292,11 @@ class BodyBuilder(ExprBuilder):
             info = self.state_var(target.value, target.value.attr)
             if info.dim == SCALAR:
                 raise self.err(node, f"{info.name} is a scalar; it cannot be indexed")
-            if info.dim == PAGE_BY_REQUEST:
-                elem = self.two_d(ir.VecOf(info, ty=None, line=node.lineno), target)
-                if not isinstance(elem, ir.Load):
-                    raise self.err(node, f"assign one element: {info.name}[page, request] = v")
-                v, check_v = self.store_value(info, self.value(value), node)
-                self.note_write(info, elem.index, node)
-                return [ir.Store(info, elem.index, v, False, check_v, line=node.lineno)]
+            if info.two_d and not self.is_mask_index(target.slice):
+                return self.grid_store(info, target, value, node)
             if isinstance(target.slice, ast.Tuple):
-                raise self.err(node, "multi-dimensional indexing is not supported")
+                raise self.err(node, "multi-dimensional indexing needs a two-dimensional array "
+                                     "(declared requests.by(ranks).var(...))")
             idx = self.value(target.slice)
             v = self.value(value)
             if isinstance(idx.ty, (ir.MaskT, ir.VecT)):
@@ -312,6 +312,53 @@ class BodyBuilder(ExprBuilder):
             self.note_write(info, idx, node)
             return [ir.Store(info, idx, v, check_i, check_v, line=node.lineno)]
         raise self.err(node, "only locals and state variables (s.x, s.x[i]) can be assigned")
+
+    def is_mask_index(self, node: ast.expr) -> bool:
+        """``s.x[m] = v`` with ``m`` a mask over the whole (two-dimensional) array."""
+        if isinstance(node, (ast.Tuple, ast.Slice)):
+            return False
+        e = self.expr(node)
+        return isinstance(e, ir.Expr) and isinstance(e.ty, (ir.MaskT, ir.VecT))
+
+    def grid_store(self, info: VarInfo, target: ast.Subscript, value: ast.expr,
+                   node: Any) -> list[ir.Stmt]:
+        """``s.x[i, j] = v`` (one element), or ``s.x[i, :] = v`` / ``s.x[:, j] = v`` (a
+        whole line: one store per id of the line's axis, in id order)."""
+        got = self.two_d(ir.VecOf(info, ty=ir.VecT(info.name, info.dim, None),
+                                  line=node.lineno), target)
+        v, check_v = self.store_value(info, self.value(value), node)
+        if isinstance(got, ir.Load):
+            assert got.axes is not None
+            self.note_write(info, got.axes, node)
+            return [ir.Store(info, got.index, v, False, check_v, line=node.lineno)]
+        if not (isinstance(got, ir.VecOf) and got.row is not None):
+            raise self.err(node, f"assign an element or a line: {info.name}[i, j] = v, "
+                                 f"{info.name}[i, :] = v or {info.name}[:, j] = v")
+        along = got.along
+        dim = info.axes[along]
+        var = f"_line{node.lineno}_{node.col_offset}"
+        if var in self.env:
+            raise self.err(node, "nested line assignments on one line are not supported")
+        fixed = self.local_copy(got.row, node)
+        k = ir.Local(var, ty=ir.RefT(dim, False), line=node.lineno)
+        ij = (fixed[1], k) if along == 1 else (k, fixed[1])
+        axes: tuple[Any, Any] = (got.row, None) if along == 1 else (None, got.row)
+        self.note_write(info, axes, node)
+        flat = self.flat_slot(info, ij[0], ij[1], node)
+        dom = ir.Domain(list(range(info.shape[along])), ir.RefT(dim, False))
+        store = ir.Store(info, flat, v, False, check_v, line=node.lineno)
+        return fixed[0] + [ir.For(var, dom, [store], line=node.lineno)]
+
+    def local_copy(self, e: ir.Expr, node: Any) -> tuple[list[ir.Stmt], ir.Expr]:
+        """``e`` evaluated once before a loop: a constant or local as it is, anything else
+        into a fresh local."""
+        if isinstance(e, (ir.Const, ir.Local)):
+            return [], e
+        name = f"_fix{node.lineno}_{node.col_offset}"
+        self.env[name] = e.ty
+        self.defined.add(name)
+        return ([ir.Assign([name], [e], line=node.lineno)],
+                ir.Local(name, ty=e.ty, line=node.lineno))
 
     def state_var(self, node: ast.Attribute, name: str) -> VarInfo:
         self.pure_only(node, f"it assigns s.{name}")
@@ -466,12 +513,13 @@ class BodyBuilder(ExprBuilder):
                 self.brk(dim, sub, f"`return` inside a loop over {dim}s (order-dependent)")
         written: set[str] = set()
         for info, idx in loop.writes:
-            if not (isinstance(idx, ir.Local) and idx.name == loop.var):
+            if not _at_loop_var(info, idx, loop):
                 self.brk(dim, node, f"the loop over {dim}s writes {info.name} at another index "
                                     "than the loop variable (order-dependent)")
             written.add(info.name)
         for name, idx in _ir_reads(body):
-            if name in written and not (isinstance(idx, ir.Local) and idx.name == loop.var):
+            info = self.scope.var(name)
+            if name in written and not (info is not None and _at_loop_var(info, idx, loop)):
                 self.brk(dim, node, f"the loop over {dim}s writes {name} and reads it at "
                                     "another index (order-dependent)")
 
@@ -496,6 +544,18 @@ class BodyBuilder(ExprBuilder):
         return [ir.Return(v, line=node.lineno)], True
 
 
+def _at_loop_var(info: VarInfo, idx: Any, loop: Any) -> bool:
+    """An access of ``info`` at ``idx`` (an index, or a pair of indices of a 2-D array,
+    None for a whole line) is at the loop variable of ``loop`` along the loop's space."""
+    if isinstance(idx, tuple):
+        axes = info.axes
+        if loop.dim not in axes:
+            return False
+        at = idx[axes.index(loop.dim)]
+        return isinstance(at, ir.Local) and at.name == loop.var
+    return isinstance(idx, ir.Local) and idx.name == loop.var
+
+
 def _innermost_loop(outer: ast.For, target: ast.AST) -> ast.AST | None:
     """The innermost for-loop (inside ``outer``, or ``outer``) containing ``target``."""
     best: ast.AST | None = None
@@ -506,17 +566,20 @@ def _innermost_loop(outer: ast.For, target: ast.AST) -> ast.AST | None:
     return best
 
 
-def _ir_reads(body: list[ir.Stmt]) -> list[tuple[str, ir.Expr | None]]:
+def _ir_reads(body: list[ir.Stmt]) -> list[tuple[str, Any]]:
     """State variables a body reads, inside called functions too: (name, index or None
     for a whole-array or scalar read)."""
-    out: list[tuple[str, ir.Expr | None]] = []
+    out: list[tuple[str, Any]] = []
     seen: set[int] = set()
 
     def expr(e: ir.Expr) -> None:
         if isinstance(e, ir.Load):
-            out.append((e.var.name, e.index))
+            out.append((e.var.name, e.axes if e.axes is not None else e.index))
         elif isinstance(e, ir.VecOf):
-            out.append((e.var.name, None))
+            line = None
+            if e.row is not None:
+                line = (e.row, None) if e.along == 1 else (None, e.row)
+            out.append((e.var.name, line))
         elif isinstance(e, ir.Local) and isinstance(e.ty, ir.VecT):
             out.append((e.ty.var, None))
         elif isinstance(e, ir.Call) and id(e.fn) not in seen:

@@ -24,15 +24,19 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kvspec.lang.errors import ModelError
-from kvspec.lang.types import PAGE, REQUEST, OptionalRef
+from kvspec.lang.types import PAGE, REQUEST, IndexRef, OptionalRef, Page, Request
 
 SCALAR = "scalar"
 
 
 def _caller_line() -> int | None:
+    """The line of the model code that made the declaration (the first frame outside
+    this module: a subclass's ``__init__`` calls up through several)."""
     frame = inspect.currentframe()
     try:
-        caller = frame.f_back.f_back if frame and frame.f_back else None
+        caller = frame.f_back if frame else None
+        while caller is not None and caller.f_code.co_filename == __file__:
+            caller = caller.f_back
         return caller.f_lineno if caller else None
     finally:
         del frame
@@ -47,6 +51,19 @@ class VarDecl:
     dim: str
     name: str = ""
     line: int | None = None
+    #: the id spaces it is indexed by, outermost first (resolved to ``dim`` when the
+    #: model is declared: an ``Index`` learns its name only after the class body ran)
+    spaces: tuple[Any, ...] = ()
+
+    def resolve_dim(self) -> None:
+        if not self.spaces:
+            return
+        names = [sp.dim for sp in self.spaces]
+        if any(n is None for n in names):
+            raise ModelError(f"{self.name}: its index space is not an attribute of the model "
+                             "class (declare `ranks = Index(n)` in the class body)", None,
+                             self.line)
+        self.dim = "*".join(names)
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -56,6 +73,7 @@ class SizeParam:
     """A model size parameter with a default, overridable with ``--size name=value``."""
 
     dim: str | None = None
+    derived: Callable[[Any], int] | None = None
 
     def __init__(self, default: int, *, minimum: int = 0, maximum: int | None = None) -> None:
         if isinstance(default, bool) or not isinstance(default, int):
@@ -76,20 +94,88 @@ class SizeParam:
 
 
 class Size(SizeParam):
-    """A plain integer parameter (a capacity, a length)."""
+    """A plain integer parameter (a capacity, a length), or a size derived from the
+    others: ``prefill_capacity = Size(derived=lambda sz: sz.pages // 2)``. A derived
+    size is computed once per compilation from the resolved sizes (the function gets
+    them as ``sz.name`` or ``sz["name"]``; derived sizes declared before it included),
+    is checked against ``minimum``/``maximum`` like any size, and cannot be set with
+    ``--size`` (set the sizes it is derived from)."""
+
+    def __init__(self, default: int | None = None, *,
+                 derived: Callable[[Any], int] | None = None, minimum: int = 0,
+                 maximum: int | None = None) -> None:
+        if derived is None:
+            super().__init__(default if default is not None else _missing_default(),
+                             minimum=minimum, maximum=maximum)
+            self.derived = None
+            return
+        if default is not None:
+            raise ModelError("a derived size has no default: give Size(derived=...) alone",
+                             None, _caller_line())
+        if not callable(derived):
+            raise ModelError(f"Size(derived=...) takes a function of the sizes, not "
+                             f"{derived!r}", None, _caller_line())
+        super().__init__(0, minimum=minimum, maximum=maximum)
+        self.default = None  # type: ignore[assignment]
+        self.derived = derived
+
+
+def _missing_default() -> int:
+    raise ModelError("Size() needs a default value, or derived=... (a function of the "
+                     "other sizes)", None, _caller_line())
+
+
+class SizeView(dict):  # type: ignore[type-arg]
+    """The resolved sizes as a derived size's function sees them: ``sz.pages`` or
+    ``sz["pages"]``."""
+
+    def __getattr__(self, name: str) -> int:
+        try:
+            return self[name]  # type: ignore[no-any-return]
+        except KeyError:
+            raise AttributeError(f"no size named {name!r} (declared before it: "
+                                 f"{', '.join(self) or 'none'})") from None
 
 
 class _IdSpace(SizeParam):
     def var(self, type_spec: Any, *, init: Any) -> VarDecl:
         """A state variable with one element per id."""
-        assert self.dim is not None
-        return VarDecl(type_spec, init, self.dim, line=_caller_line())
+        return VarDecl(type_spec, init, self.dim or "", line=_caller_line(), spaces=(self,))
+
+    def by(self, inner: "_IdSpace") -> "Grid":
+        """The pairs (id of this space, id of ``inner``): ``requests.by(ranks).var(T,
+        init=...)`` is a variable with one element per (request, rank), read
+        ``s.x[r, k]``, one row ``s.x[r]`` / ``s.x[r, :]``, one column ``s.x[:, k]``."""
+        if not isinstance(inner, _IdSpace):
+            raise ModelError(f"{type(self).__name__}.by() takes another id space (a Requests, "
+                             f"Pages or Index declared in the model), not {inner!r}")
+        return Grid(self, inner)
 
     @property
-    def optional(self) -> OptionalRef:
+    def id(self) -> Any:
+        """The type "an id of this space" (an action parameter: ``k: ranks.id``)."""
+        return IndexRef(self, False)
+
+    @property
+    def optional(self) -> Any:
         """The type "one of these ids, or None"."""
-        assert self.dim is not None
-        return OptionalRef(self.dim)
+        if self.dim in (REQUEST, PAGE):
+            return OptionalRef(self.dim)
+        return IndexRef(self, True)
+
+
+@dataclass
+class Grid:
+    """Two id spaces, for declaring a two-dimensional variable (see ``_IdSpace.by``)."""
+
+    outer: _IdSpace
+    inner: _IdSpace
+
+    def var(self, type_spec: Any, *, init: Any) -> VarDecl:
+        """A state variable with one element per (outer id, inner id). ``init`` is one
+        value for every element, a nested list ``[[...] per inner id] per outer id``,
+        or a function of the sizes returning either."""
+        return VarDecl(type_spec, init, "", line=_caller_line(), spaces=(self.outer, self.inner))
 
 
 class Requests(_IdSpace):
@@ -100,6 +186,10 @@ class Requests(_IdSpace):
     def __init__(self, default: int, *, maximum: int | None = None) -> None:
         super().__init__(default, minimum=1, maximum=maximum)
 
+    @property
+    def id(self) -> Any:
+        return Request
+
 
 class Pages(_IdSpace):
     """The interchangeable page ids ``0 .. n-1`` of the (decode) page pool."""
@@ -108,6 +198,41 @@ class Pages(_IdSpace):
 
     def __init__(self, default: int, *, maximum: int | None = None) -> None:
         super().__init__(default, minimum=1, maximum=maximum)
+
+    @property
+    def id(self) -> Any:
+        return Page
+
+
+class Index(_IdSpace):
+    """A declared index space ``0 .. n-1`` beyond requests and pages: TP ranks, transfer
+    handles, buffer slots. ``ranks = Index(2)`` names the space after the attribute
+    (``ranks``); its size is overridable with ``--size ranks=3``. Its ids are *not*
+    interchangeable: symmetry reduction never permutes them (a model may treat rank 0
+    specially, index with literals, loop with carried state)."""
+
+    def __init__(self, default: int, *, minimum: int = 1, maximum: int | None = None) -> None:
+        if minimum < 1:
+            raise ModelError(f"an index space has at least one id (minimum={minimum})")
+        super().__init__(default, minimum=minimum, maximum=maximum)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        super().__set_name__(owner, name)
+        if name in (REQUEST, PAGE, "requests", "pages") or "*" in name:
+            raise ModelError(f"an index space cannot be called {name!r}", None, self.line)
+        self.dim = name
+
+
+class Ranks(Index):
+    """Tensor-parallel ranks (an :class:`Index`)."""
+
+
+class Handles(Index):
+    """Transfer handles (an :class:`Index`)."""
+
+
+class Slots(Index):
+    """Buffer slots (an :class:`Index`)."""
 
 
 def var(type_spec: Any, *, init: Any) -> VarDecl:
@@ -300,6 +425,7 @@ class Model:
             if isinstance(value, SizeParam):
                 decl.sizes.append(value)
             elif isinstance(value, VarDecl):
+                value.resolve_dim()
                 decl.vars.append(value)
             elif isinstance(value, TemporalDecl):
                 decl.temporal.append(_resolved(cls, value, name))

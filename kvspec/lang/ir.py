@@ -146,15 +146,20 @@ class Load(Expr):
     var: VarInfo
     index: Expr | None
     check: bool = False
+    #: an element ``s.x[i, j]`` of a two-dimensional array: ``(i, j)`` (``index`` is the
+    #: slot offset computed from them)
+    axes: tuple[Expr, Expr] | None = None
 
 
 @dataclass(eq=False)
 class VecOf(Expr):
-    """A whole per-id state variable, as a vector; for a (page, request) array with
-    ``row`` given, the vector over requests of that page."""
+    """A whole state variable, as a vector; for a two-dimensional array with ``row``
+    given, the line of it along axis ``along`` at index ``row`` of the other axis
+    (``s.x[i]`` / ``s.x[i, :]``: along 1; ``s.x[:, j]``: along 0)."""
 
     var: VarInfo
     row: Expr | None = None
+    along: int = 1
 
 
 @dataclass(eq=False)

@@ -43,9 +43,8 @@ def _cv(x, lo, hi, i):
         return x
     _err(i, x)
 
-def _row(W, off, n, r):
-    b = off + n * r
-    return W[b:b + n]
+def _line(W, b, step, n):
+    return W[b:b + step * (n - 1) + 1:step]
 
 def _veq(xs, v):
     return tuple([x == v for x in xs])
@@ -99,7 +98,10 @@ class PyGen:
         """A state array (or one page's row of a (page, request) array) as a slice of W."""
         if isinstance(e, ir.VecOf) and e.row is not None:
             assert fn is not None
-            return f"_row(W, {e.var.offset}, {e.var.row}, {self.ex(e.row, fn)})"
+            var = e.var
+            fixed = var.strides[1 - e.along]
+            base = f"{var.offset} + {fixed} * {self.ex(e.row, fn)}"
+            return f"_line(W, {base}, {var.strides[e.along]}, {var.shape[e.along]})"
         var = self.schema.by_name[e.ty.var]
         return f"W[{var.offset}:{var.offset + var.length}]"
 

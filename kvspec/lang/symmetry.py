@@ -59,9 +59,14 @@ def static_breaks(system: "System") -> dict[str, list[str]]:
     s0 = system.initial
     for v in system.schema.vars:
         values = s0[v.offset:v.offset + v.length]
-        if v.dim in _DIMS and len(set(values)) > 1:
-            breaks[v.dim].append(f"variable {v.name!r} starts with different values for "
-                                 f"different {v.dim}s")
+        for dim in v.axes:
+            if dim not in _DIMS:
+                continue
+            n = system.schema.counts[dim]
+            lines = {tuple(values[k] for k in v.slots_of(dim, i)) for i in range(n)}
+            if len(lines) > 1:
+                breaks[dim].append(f"variable {v.name!r} starts with different values for "
+                                   f"different {dim}s")
         if v.type.ref_dim in _DIMS and any(x >= 0 for x in values):
             breaks[v.type.ref_dim].append(f"variable {v.name!r} starts holding a {v.type.ref_dim} id")
         if v.type.ref_dim == PAGE:

@@ -15,13 +15,14 @@ import z3
 from kvspec.lang import ir
 from kvspec.lang.check import Scope, build_function, parse_body
 from kvspec.lang.check_types import of_value_type
-from kvspec.lang.declare import SCALAR, ModelDecl, VarDecl
+from kvspec.lang.declare import SCALAR, Index, ModelDecl, SizeParam, SizeView, VarDecl
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.loader import LoadedModel
 from kvspec.lang.pygen import PyGen
 from kvspec.lang.schema import Schema, State, VarInfo
 from kvspec.lang.symvalues import z3_var
-from kvspec.lang.types import PAGE, REQUEST, BoolType, RefType, ValueType, resolve_type
+from kvspec.lang.types import (PAGE, REQUEST, SYMMETRIC_DIMS, BoolType, RefType, ValueType,
+                               axes_of, resolve_type)
 from kvspec.lang.z3gen import StepEncoding, SymExec
 from kvspec.props import library
 from kvspec.props.events import EVENT_KINDS, Event, format_reason
@@ -213,7 +214,7 @@ class System:
         out = []
         for v in self.schema.vars:
             for i in range(v.length):
-                name = v.label(None if v.dim == SCALAR else i)
+                name = v.label(None if v.dim == SCALAR else v.logical(i))
                 out.append(z3_var(name + suffix, v.type))
         return out
 
@@ -263,19 +264,50 @@ def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str) -> dic
             raise UsageError(f"{file}: unknown size parameter {key!r} (this model has: {names})")
     sizes = {}
     for name, s in known.items():
+        if s.derived is not None:
+            if name in overrides:
+                raise UsageError(f"{file}: size {name} is derived from the other sizes; set "
+                                 "those instead")
+            continue
         value = overrides.get(name, s.default)
         try:
             s.check(value)
         except ModelError as exc:
             raise UsageError(f"{file}: {exc.message}") from None
         sizes[name] = value
-    return sizes
+    for name, s in known.items():
+        if s.derived is not None:
+            sizes[name] = _derived_size(s, sizes, file)
+    return {name: sizes[name] for name in known}
 
 
-def _init_values(decl: VarDecl, vtype: ValueType, length: int, sizes: dict[str, int]) -> list[Any]:
+def _derived_size(s: SizeParam, sizes: dict[str, int], file: str) -> int:
+    """The value of a derived size from the sizes resolved so far."""
+    assert s.derived is not None
+    try:
+        value = s.derived(SizeView(sizes))
+    except Exception as exc:  # noqa: BLE001 - the model's own function: report, located
+        raise ModelError(f"size {s.name}: its derived=... function failed: "
+                         f"{type(exc).__name__}: {exc}", file, s.line) from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelError(f"size {s.name}: its derived=... function returned {value!r}, not "
+                         "an int", file, s.line)
+    try:
+        s.check(value)
+    except ModelError as exc:
+        raise ModelError(f"{exc.message} (derived from the sizes "
+                         f"{', '.join(f'{k}={v}' for k, v in sizes.items())})",
+                         file, s.line) from None
+    return value
+
+
+def _init_values(decl: VarDecl, vtype: ValueType, length: int, sizes: dict[str, int],
+                 info: VarInfo | None = None) -> list[Any]:
     init = decl.init
     if callable(init) and not isinstance(init, type):
         init = init(dict(sizes))
+    if info is not None and info.two_d and isinstance(init, (list, tuple)):
+        return _grid_init(decl, vtype, info, init)
     values = list(init) if isinstance(init, (list, tuple)) else [init] * length
     if len(values) != length:
         raise ModelError(f"initial value of {decl.name}: expected {length} values, got {len(values)}")
@@ -285,11 +317,38 @@ def _init_values(decl: VarDecl, vtype: ValueType, length: int, sizes: dict[str, 
         raise ModelError(f"initial value of {decl.name}: {exc}") from None
 
 
-def _param_types(fn: Callable[..., Any], module_ns: dict[str, Any], counts: dict[str, int],
-                 sizes: dict[str, int], file: str, line: int, names: list[str]
-                 ) -> list[tuple[str, ValueType]]:
+def _grid_init(decl: VarDecl, vtype: ValueType, info: VarInfo, init: Any) -> list[Any]:
+    """The slots of a two-dimensional array from a nested list ``[[...] per inner id]
+    per outer id``, in the array's storage order."""
+    n0, n1 = info.shape
+    if len(init) != n0 or not all(isinstance(row, (list, tuple)) and len(row) == n1
+                                  for row in init):
+        raise ModelError(f"initial value of {decl.name}: expected {n0} lists of {n1} values "
+                         f"(one list per {info.axes[0]} id)")
+    out: list[Any] = [None] * info.length
     try:
-        hints = typing.get_type_hints(fn, globalns=module_ns)
+        for i in range(n0):
+            for j in range(n1):
+                out[info.slot(i, j)] = vtype.encode(init[i][j])
+    except ValueError as exc:
+        raise ModelError(f"initial value of {decl.name}: {exc}") from None
+    return out
+
+
+def _class_namespace(cls: type) -> dict[str, Any]:
+    """The names a model's class body defines (through the MRO), for resolving
+    annotations such as ``k: ranks.id``."""
+    ns: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        ns.update(vars(klass))
+    return ns
+
+
+def _param_types(fn: Callable[..., Any], module_ns: dict[str, Any], counts: dict[str, int],
+                 sizes: dict[str, int], file: str, line: int, names: list[str],
+                 class_ns: dict[str, Any] | None = None) -> list[tuple[str, ValueType]]:
+    try:
+        hints = typing.get_type_hints(fn, globalns=module_ns, localns=class_ns)
     except Exception as exc:
         raise ModelError(f"{fn.__name__}: cannot resolve parameter annotations: {exc}",
                          file, line) from None
@@ -297,7 +356,8 @@ def _param_types(fn: Callable[..., Any], module_ns: dict[str, Any], counts: dict
     for name in names:
         if name not in hints:
             raise ModelError(f"action {fn.__name__}: parameter {name!r} needs a type annotation "
-                             "(Request, Page, Int(lo, hi), bool or an Enum)", file, line)
+                             "(Request, Page, an index space's ids such as ranks.id, Int(lo, hi), "
+                             "bool or an Enum)", file, line)
         try:
             vtype = resolve_type(hints[name], sizes, counts, f"parameter {name}")
         except ModelError as exc:
@@ -311,6 +371,24 @@ def _param_types(fn: Callable[..., Any], module_ns: dict[str, Any], counts: dict
     return params
 
 
+def _check_var_axes(v: VarDecl, counts: dict[str, int], file: str) -> None:
+    """The id spaces of a declared variable exist, and a two-dimensional one has at
+    most one symmetric axis (requests or pages)."""
+    if v.dim == SCALAR:
+        return
+    axes = axes_of(v.dim)
+    for axis in axes:
+        if counts.get(axis, 0) == 0:
+            raise ModelError(f"{v.name}: the model declares no {axis}s", file, v.line)
+    if len(axes) > 2:
+        raise ModelError(f"{v.name}: at most two dimensions are supported", file, v.line)
+    if len(axes) == 2 and all(a in SYMMETRIC_DIMS for a in axes):
+        raise ModelError(f"{v.name}: a variable over {axes[0]}s and {axes[1]}s is not "
+                         "supported (at most one of its axes may be requests or pages; "
+                         "hold a page's owner in pages.var(requests.optional, ...))",
+                         file, v.line)
+
+
 def _check_size_bounds(counts: dict[str, int], decl: ModelDecl, sizes: dict[str, int],
                        file: str) -> None:
     for dim, n in counts.items():
@@ -318,7 +396,10 @@ def _check_size_bounds(counts: dict[str, int], decl: ModelDecl, sizes: dict[str,
             raise UsageError(f"{file}: {dim}s={n} is too large (at most {MAX_IDS} ids per space)")
     slots = 0
     for v in decl.vars:
-        slots += 1 if v.dim == SCALAR else counts.get(v.dim, 0)
+        n = 1
+        for axis in ([] if v.dim == SCALAR else axes_of(v.dim)):
+            n *= counts.get(axis, 0)
+        slots += n
     if slots > MAX_SLOTS:
         raise UsageError(f"{file}: the state would have {slots:,} slots (at most {MAX_SLOTS:,})")
     for name, value in sizes.items():
@@ -344,7 +425,11 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
     sizes = _resolve_sizes(decl, overrides or {}, file)
     counts = {REQUEST: 0, PAGE: 0}
     for s in decl.sizes:
-        if s.dim in counts:
+        if isinstance(s, Index):
+            if s.dim in counts:
+                raise ModelError(f"index space {s.dim!r} is declared twice", file, s.line)
+            counts[s.dim] = sizes[s.name]
+        elif s.dim in counts:
             if counts[s.dim]:
                 what = "Requests" if s.dim == REQUEST else "Pages"
                 raise ModelError(f"{decl.name} declares {what}(...) twice ({s.name!r}); a model "
@@ -359,12 +444,11 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
         if v.name in library.MONITOR_VARS:
             raise ModelError(f"state variable {v.name!r} clashes with a property-monitor "
                              "variable; rename it", file, v.line)
-        if v.dim != SCALAR and counts.get(v.dim, 0) == 0:
-            raise ModelError(f"{v.name}: the model declares no {v.dim}s", file, v.line)
+        _check_var_axes(v, counts, file)
         try:
             vtype = resolve_type(v.type_spec, sizes, counts, f"variable {v.name}")
             info = schema.add(v.name, v.dim, vtype, "model", v.line, file)
-            initial.extend(_init_values(v, vtype, info.length, sizes))
+            initial.extend(_init_values(v, vtype, info.length, sizes, info))
         except ModelError as exc:
             raise exc.located(file, v.line)
 
@@ -395,6 +479,7 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
     # actions (model code never reads monitor variables, so they come first: what they
     # emit decides which monitor variables are stored)
     module_ns = vars(loaded.module)
+    class_ns = _class_namespace(decl.cls)
     actions: list[ActionDef] = []
     for fn in decl.actions:
         body = parse_body(fn)
@@ -402,7 +487,7 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
             raise ModelError(f"action {fn.__name__} must take the state as first parameter",
                              body.file, body.tree.lineno)
         params = _param_types(fn, module_ns, counts, sizes, body.file, body.tree.lineno,
-                              body.params[1:])
+                              body.params[1:], class_ns)
         types = [state_t] + [of_value_type(t) for _, t in params]
         f_ir = build_function(scope, fn, "action", types)
         actions.append(ActionDef(fn.__name__, fn, f_ir, params, pyfn=fn))

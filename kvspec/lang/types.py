@@ -65,6 +65,36 @@ class OptionalRef:
     dim: str
 
 
+@dataclass(frozen=True, eq=False)
+class IndexRef:
+    """The type "an id of a declared index space" (``ranks.id``, ``ranks.optional``);
+    it holds the space itself, which learns its name when the model class is made."""
+
+    space: Any
+    optional: bool
+
+    @property
+    def dim(self) -> str | None:
+        return self.space.dim  # type: ignore[no-any-return]
+
+
+#: the id spaces whose ids are interchangeable (candidates for symmetry reduction)
+SYMMETRIC_DIMS = (REQUEST, PAGE)
+
+
+def axes_of(dim: str) -> tuple[str, ...]:
+    """The id spaces a variable of dimension ``dim`` is indexed by, outermost first
+    (``"request*ranks"`` -> ``("request", "ranks")``)."""
+    return tuple(dim.split("*"))
+
+
+def id_text(dim: str, i: int) -> str:
+    """How id ``i`` of ``dim`` is written in traces: ``r0``, ``page 1``, ``ranks 1``."""
+    if dim == REQUEST:
+        return f"r{i}"
+    return f"{dim} {i}"
+
+
 class ValueType:
     """A resolved finite type."""
 
@@ -217,7 +247,8 @@ class RefType(ValueType):
     def fmt(self, internal: Any) -> str:
         if internal < 0:
             return "None"
-        return f"r{internal}" if self.ref_dim == REQUEST else f"page {internal}"
+        assert self.ref_dim is not None
+        return id_text(self.ref_dim, internal)
 
 
 def resolve_type(spec: Any, sizes: dict[str, int], counts: dict[str, int], what: str) -> ValueType:
@@ -241,6 +272,10 @@ def resolve_type(spec: Any, sizes: dict[str, int], counts: dict[str, int], what:
         return RefType(PAGE, counts[PAGE], optional=False)
     if isinstance(spec, OptionalRef):
         return RefType(spec.dim, counts[spec.dim], optional=True)
+    if isinstance(spec, IndexRef):
+        if spec.dim is None or spec.dim not in counts:
+            raise ModelError(f"{what}: the index space is not declared in the model class")
+        return RefType(spec.dim, counts[spec.dim], optional=spec.optional)
     args = _optional_args(spec)
     if args is not None:
         if args is Request:
@@ -250,8 +285,8 @@ def resolve_type(spec: Any, sizes: dict[str, int], counts: dict[str, int], what:
     if spec is int:
         raise ModelError(f"{what}: plain int is unbounded; use Int(lo, hi)")
     raise ModelError(
-        f"{what}: unsupported type {spec!r}; use bool, Int(lo, hi), an Enum, Request, Page "
-        "or Request | None"
+        f"{what}: unsupported type {spec!r}; use bool, Int(lo, hi), an Enum, Request, Page, "
+        "Request | None, an index space's ids (ranks.id) or ranks.optional"
     )
 
 

@@ -339,17 +339,18 @@ class SymExec:
         if isinstance(e, ir.VecOf) and e.row is not None:
             assert fn is not None
             var = e.var
-            n = var.row
-            pages = var.length // n
+            fixed = 1 - e.along
+            n, m = var.shape[e.along], var.shape[fixed]
+            sf, sa = var.strides[fixed], var.strides[e.along]
             row = self.ex(e.row, fn)
             if z3.is_int_value(row):
-                b = var.offset + n * row.as_long()
-                return self.slots[b:b + n]
+                b = var.offset + sf * row.as_long()
+                return [self.slots[b + sa * k] for k in range(n)]
             out = []
-            for r in range(n):
-                acc = self.slots[var.offset + (pages - 1) * n + r]
-                for p in range(pages - 2, -1, -1):
-                    acc = ite(row == p, self.slots[var.offset + p * n + r], acc)
+            for k in range(n):
+                acc = self.slots[var.offset + (m - 1) * sf + k * sa]
+                for p in range(m - 2, -1, -1):
+                    acc = ite(row == p, self.slots[var.offset + p * sf + k * sa], acc)
                 out.append(acc)
             return out
         var = self.schema.by_name[e.ty.var]

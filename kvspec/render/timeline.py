@@ -607,6 +607,8 @@ def build_timeline(trace: Mapping[str, Any]) -> Timeline:
                     req_cells[i].changes.append(change)
             elif dim == "page" or (dim is None and isinstance(idx, int)):
                 continue  # the pool row shows pages through the monitor variables
+            elif isinstance(dim, str) and "*" in dim and _is_int(idx):
+                _grid_change(change, dim, idx, trace.get("sizes") or {}, req_cells, scalars)
             else:
                 scalars.append(change)
         col = Column(index, str(label), req_cells, page_cells, scalars, marks)
@@ -632,6 +634,24 @@ def build_timeline(trace: Mapping[str, Any]) -> Timeline:
         reason=str(trace.get("reason", "")), requests=requests, pages=pages, columns=columns,
         phase_var=phase, untouched_pages=untouched, leaks=leaks, violation_step=viol_step,
         violation_event=viol_mark, loop_start=loop_start, held=held)
+
+
+def _grid_change(change: Change, dim: str, idx: int, sizes: Mapping[str, Any],
+                 req_cells: list[Any], scalars: list[Change]) -> None:
+    """A change of a two-dimensional variable (``idx``: its row-by-row position): on the
+    lane of its request when one axis is requests, named with the other index."""
+    outer, inner = dim.split("*", 1)
+    n1 = _count(sizes.get({"request": "requests", "page": "pages"}.get(inner, inner)))
+    if n1 <= 0:
+        scalars.append(change)
+        return
+    i, j = divmod(idx, n1)
+    if outer == "request" and i < len(req_cells):
+        req_cells[i].changes.append(Change(f"{change.var}[{j}]", change.before, change.after))
+    elif inner == "request" and j < len(req_cells):
+        req_cells[j].changes.append(Change(f"{change.var}[{i}]", change.before, change.after))
+    else:
+        scalars.append(Change(f"{change.var}[{i},{j}]", change.before, change.after))
 
 
 # -- lassos ----------------------------------------------------------------------------

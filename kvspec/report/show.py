@@ -17,14 +17,18 @@ def describe_model(system: System, path: str) -> str:
     lines.append("")
     lines.append("sizes (override with --size name=value):")
     for s in decl.sizes:
-        kind = {"request": "request ids", "page": "page ids"}.get(s.dim or "", "parameter")
-        lines.append(f"  {s.name:<20} = {system.sizes[s.name]:<4} ({kind}; default {s.default})")
+        kind = {"request": "request ids", "page": "page ids"}.get(
+            s.dim or "", "parameter" if s.dim is None else f"{s.dim} ids, index space")
+        default = "derived from the other sizes" if s.derived is not None \
+            else f"default {s.default}"
+        lines.append(f"  {s.name:<20} = {system.sizes[s.name]:<4} ({kind}; {default})")
     lines.append("")
     lines.append("state variables:")
     for v in system.schema.vars:
         if v.owner != "model":
             continue
-        dim = "" if v.dim == SCALAR else f"per {v.dim}"
+        dim = "" if v.dim == SCALAR else f"per ({', '.join(v.axes)})" if v.two_d \
+            else f"per {v.dim}"
         init = system.schema.values(system.initial, v)
         shown = init if v.dim == SCALAR or len(set(map(str, init))) > 1 else f"all {init[0]}"
         lines.append(f"  {v.name:<20} {v.type.describe():<18} {dim:<12} init {shown}")

@@ -11,9 +11,13 @@ rule: a transfer is quiescent iff its status is ``DONE`` or ``releaseXferReq``
 returned success ("calls to releaseXferReq would return error until the transfer is
 completed").
 
-Each request has two handles, one destination page each. A handle's state lives on
-its page (``hstate``), the per-(request, handle) state of a design whose handles map
-one-to-one to pages.
+Each request has ``len(s.handles)`` handles (an index space, ``handles = Handles(2)``,
+``--size handles=3`` for three), one destination page each. A handle's state lives
+on its page (``hstate``): the handles map one-to-one to pages, and a handle that is
+still writing outlives its request's ownership of the page (the stale write the bug
+is about), so its state belongs to the page, not to the (request, handle) pair — a
+``requests.by(handles)`` variable would have to name the page each handle writes,
+and a variable holding page ids turns page symmetry off.
 
 * :class:`ReleaseOnFirstError` — the first ``ERR`` releases every page of the request.
 * :class:`ReleaseWhenEveryHandleQuiescent` — release once every handle is ``DONE``
@@ -28,7 +32,7 @@ which reads it); ReleaseWhenEveryHandleQuiescent — all HOLD.
 """
 import enum
 
-from kvspec import Model, Page, Pages, Request, Requests, action, emit, require
+from kvspec import Handles, Model, Page, Pages, Request, Requests, action, emit, require
 
 
 class Phase(enum.Enum):
@@ -54,6 +58,7 @@ class ReleaseOnFirstError(Model):
     )
     requests = Requests(2)
     pages = Pages(4)
+    handles = Handles(2)        # NIXL WRITE handles per request, one page each
 
     phase = requests.var(Phase, init=Phase.NEW)
     owner = pages.var(requests.optional, init=None)
@@ -73,7 +78,7 @@ class ReleaseOnFirstError(Model):
         if s.hstate[p] != Handle.PROC:      # a stale handle still writing keeps its state
             s.hstate[p] = Handle.IDLE
         emit.alloc(r, p)
-        if (s.owner == r).count() == 2:
+        if (s.owner == r).count() == len(s.handles):
             s.phase[r] = Phase.TRANSFER
             emit.admit(r)
 

@@ -8,10 +8,12 @@ branch of ``DecodeTransferQueue`` and releases its pages, "including ranks whose
 local writer is still running" (B4, "a consensus Failed reached through the MIN
 all-reduce").
 
-The model has two ranks; each request gets one destination page per rank (the rank
-is a value stored with the page, so pages stay interchangeable). Per-(request, rank)
-state is one variable per rank (``failed0``, ``failed1``): see
-``docs/modelling.md`` "One variable per rank".
+The model declares the TP ranks as an index space (``ranks = Ranks(2)``); each
+request gets one destination page per rank (the rank is a value stored with the page,
+so pages stay interchangeable), and each (request, rank) pair has its own poll result
+(``failed = requests.by(ranks).var(bool, ...)``, read ``s.failed[r, k]``): see
+``docs/modelling.md`` "Index spaces and two-dimensional state". ``prealloc`` takes one
+page per rank by name, so the model is written for two ranks (``maximum=2``).
 
 * :class:`ReleaseAfterMinOfRanks` — the consensus Failed releases every rank's pages.
 * :class:`ReleaseAfterEveryRankDrained` — a rank releases only once its own writes
@@ -25,7 +27,7 @@ ReleaseAfterEveryRankDrained — all HOLD.
 """
 import enum
 
-from kvspec import Int, Model, Page, Pages, Request, Requests, action, emit, require
+from kvspec import Model, Page, Pages, Ranks, Request, Requests, action, emit, require
 
 
 class Phase(enum.Enum):
@@ -44,12 +46,12 @@ class ReleaseAfterMinOfRanks(Model):
     )
     requests = Requests(2)
     pages = Pages(4)
+    ranks = Ranks(2, maximum=2)
 
     phase = requests.var(Phase, init=Phase.NEW)
-    failed0 = requests.var(bool, init=False)       # rank 0's receiver polled Failed
-    failed1 = requests.var(bool, init=False)       # rank 1's receiver polled Failed
+    failed = requests.by(ranks).var(bool, init=False)  # rank k's receiver polled Failed
     owner = pages.var(requests.optional, init=None)
-    rank = pages.var(Int(0, 1), init=0)            # the TP rank whose pool holds the page
+    rank = pages.var(ranks.id, init=0)             # the TP rank whose pool holds the page
     inflight = pages.var(requests.optional, init=None)
     landed = pages.var(bool, init=False)
 
@@ -93,30 +95,26 @@ class ReleaseAfterMinOfRanks(Model):
         emit.land_write(w, p)
 
     @action
-    def rank_fails(s, r: Request, k: Int(0, 1)):
+    def rank_fails(s, r: Request, k: ranks.id):
         """Rank k's transfer fails (its own write errored out and is quiescent)."""
         require(s.phase[r] == Phase.TRANSFER)
         require(not (s.rank_pages(r, k) & (s.inflight == r)).any())
-        if k == 0:
-            s.failed0[r] = True
-        else:
-            s.failed1[r] = True
+        s.failed[r, k] = True
 
     @action
     def all_reduce(s, r: Request):
         """poll_and_all_reduce(MIN): Success needs every rank, one Failed is global."""
         require(s.phase[r] == Phase.TRANSFER)
-        if s.failed0[r] or s.failed1[r]:
+        if s.failed[r, :].any():
             s.phase[r] = Phase.FAILED
-            s.failed0[r] = False      # the consensus is all that is left of the polls
-            s.failed1[r] = False
+            s.failed[r, :] = False    # the consensus is all that is left of the polls
             emit.abort(r)
             return
         require(not (s.inflight == r).any() and ((s.owner == r) & ~s.landed).count() == 0)
         s.phase[r] = Phase.RUNNING
 
     @action
-    def rank_release(s, r: Request, k: Int(0, 1)):
+    def rank_release(s, r: Request, k: ranks.id):
         """Rank k takes the Failed branch: release_kv_cache of its pages."""
         require(s.phase[r] == Phase.FAILED and s.rank_pages(r, k).any())
         require(s.rank_may_release(r, k))

@@ -55,6 +55,16 @@ class ParamModel:
         return self.sorts.of_type(v.type)
 
 
+def _check_no_index_spaces(system: System) -> None:
+    """The parametric reading knows requests and pages only: a declared index space
+    (``ranks = Index(2)``) is rejected at its declaration."""
+    for s in system.loaded.decl.sizes:
+        if s.dim is not None and s.dim not in (REQUEST, PAGE):
+            raise Unsupported(f"{system.loaded.file}:{s.line or 0}",
+                              f"the index space {s.name!r} (the all-sizes engine reads only "
+                              "requests and pages; check it at fixed sizes)")
+
+
 def id_size_names(system: System) -> dict[str, str]:
     """Size parameter name -> id space, for the sizes that count requests and pages."""
     out: dict[str, str] = {}
@@ -97,6 +107,7 @@ def parametric_model(system: System, *, bigger: System | None = None) -> ParamMo
     """The parametric reading of ``system`` (see the module docstring). ``bigger``: the
     same model compiled with more requests and pages, to find what depends on them
     (None: compiled here)."""
+    _check_no_index_spaces(system)
     _check_symmetric(system)
     if system.size_reads:
         raise Unsupported(system.size_reads[0], "len() of an id space (a constant that differs "

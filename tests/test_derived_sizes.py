@@ -54,7 +54,19 @@ def test_a_derived_size_cannot_be_set(tmp_path: Path) -> None:
     path.write_text(_model())
     run = run_cli("verify", str(path), "--size", "cap=3")
     assert run.code == 2
-    assert "size cap is derived from the other sizes; set those instead" in run.err
+    assert "size cap is derived from the other sizes (cap=2 here); set those instead" in run.err
+
+
+@pytest.mark.parametrize("engine", ["pdr", "all-sizes", "auto"])
+def test_engines_that_compile_the_model_again_keep_its_derived_size(engine: str,
+                                                                    tmp_path: Path) -> None:
+    """PDR, the all-sizes check and auto recompile the model with the system's own
+    sizes, the derived one included: that is the same model, not a user override."""
+    path = tmp_path / "d.py"
+    path.write_text(_model())
+    run = run_cli("verify", str(path), "--property", "at-most-cap", "--engine", engine)
+    assert run.code == 0, run.out + run.err
+    assert ("PROVED" in run.out or "HOLDS" in run.out) and "cap=2" in run.out
 
 
 def test_a_derived_size_is_checked_against_its_bounds(tmp_path: Path) -> None:

@@ -265,9 +265,6 @@ def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str) -> dic
     sizes = {}
     for name, s in known.items():
         if s.derived is not None:
-            if name in overrides:
-                raise UsageError(f"{file}: size {name} is derived from the other sizes; set "
-                                 "those instead")
             continue
         value = overrides.get(name, s.default)
         try:
@@ -278,6 +275,11 @@ def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str) -> dic
     for name, s in known.items():
         if s.derived is not None:
             sizes[name] = _derived_size(s, sizes, file)
+            # a system's own sizes (derived ones included) compile it again; any other
+            # value would contradict the declaration
+            if name in overrides and overrides[name] != sizes[name]:
+                raise UsageError(f"{file}: size {name} is derived from the other sizes "
+                                 f"({name}={sizes[name]} here); set those instead")
     return {name: sizes[name] for name in known}
 
 

@@ -413,6 +413,8 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
         for scope in (vocab | set(ren.shared), None):
             s = z3.Solver()
             s.set("timeout", ms)
+            s.set("arith.solver", 2)  # faster on these quantifier-free queries
+            s.set("relevancy", 0)
             slots = range(len(enc.cur)) if scope is None else sorted(scope)
             s.add(*[c for i in slots for c in [enc.in_domain(i, enc.cur[i])] if c is not None])
             s.add(*premise(scope))
@@ -426,9 +428,9 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
         raise AssertionError("unreachable")
 
     def read(step: Any) -> set[int]:
-        names: set[str] = set()
-        for t in [step.enabled, step.error, *step.updates.values()]:
-            names |= term_constants(t, known)[0]
+        # one walk over every term of the step (they share most of their subterms)
+        terms = [step.enabled, step.error] + [u == u for u in step.updates.values()]
+        names = term_constants(z3.And(*terms), known)[0]
         return {enc.slot[n] for n in names if n in enc.slot}
 
     # 1. initiation

@@ -539,8 +539,10 @@ def _run_orbits(system: System, clauses: list[Clause], symmetry: list[str],
         check.problems.append(f"the invariant cannot be checked one orbit at a time: {exc}")
         return
     _record(check, clauses, report, wanted)
+    check.checked_clauses = [c.describe(60) for c in clauses]
     check.notes.append(f"orbit check over {' and '.join(symmetry)}: {report.orbit_instances} "
-                       f"clause instances, {report.queries} solver queries")
+                       f"clause instances, {report.representatives} representative action instances, "
+                       f"{report.queries} solver queries")
 
 
 def _check_header(doc: CertificateDocument, system: System, check: CertificateCheck) -> None:

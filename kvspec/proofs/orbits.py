@@ -364,6 +364,7 @@ class OrbitReport(InductionReport):
     broken: list[int] = field(default_factory=list)  # representatives a CTI breaks
     queries: int = 0
     orbit_instances: int = 0
+    representatives: int = 0  # action instances checked (``instances``: all, by renaming)
 
 
 def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
@@ -386,7 +387,8 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     report.orbit_instances = len(everything)
     view = representatives_view(system, dims)
     enc = Encoding(view)
-    report.instances = len(enc.steps)
+    report.instances = len(system.instances)
+    report.representatives = len(enc.steps)
     ms = max(1, int(timeout * 1000))
     known = {n: ("Bool" if z3.is_bool(v) else "Int") for n, v in zip(enc.names, enc.cur)}
     by_slot: dict[int, list[int]] = {}

@@ -59,7 +59,7 @@ from kvspec.proofs.smt_check import (
 )
 
 DIMS = (REQUEST, PAGE)
-Perm = dict[str, tuple[int, ...]]  # id space -> the image of each id
+Perm = dict[str, Any]  # id space -> the image of each id (a tuple, or a dict of some ids)
 
 
 class NotSymmetric(CertificateError):
@@ -159,6 +159,7 @@ class OrbitClause:
     slots: list[int]
     holes: list[tuple[str, int]]
     named: dict[str, list[int]]  # per symmetric space: the ids it singles out
+    full: set[str] = field(default_factory=set)  # spaces it mentions every id of
 
 
 def _literal(e: z3.ExprRef) -> int | None:
@@ -263,6 +264,7 @@ class Orbits:
             if len(count) < ren.n[dim]:
                 clause.named[dim] = sorted(count)
                 continue
+            clause.full.add(dim)
             usual = Counter(count.values()).most_common(1)[0][0]
             named = sorted(i for i, c in count.items() if c != usual)
             rest = [i for i in range(ren.n[dim]) if i not in named]
@@ -300,6 +302,9 @@ class Orbits:
         order, to the remaining ids in order."""
         perm: Perm = {}
         for (dim, named), img in zip(sorted(c.named.items()), images):
+            if dim not in c.full:  # the clause mentions only its named ids
+                perm[dim] = dict(zip(named, img))  # type: ignore[assignment]
+                continue
             n = self.ren.n[dim]
             rest_src = [i for i in range(n) if i not in named]
             rest_dst = [i for i in range(n) if i not in img]

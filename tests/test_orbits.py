@@ -136,3 +136,17 @@ def test_a_clause_naming_every_page_unevenly_is_rejected():
     f = z3.Or(landed[0], z3.And(landed[0], landed[1]), landed[2])
     with pytest.raises(NotSymmetric, match="not the same for all"):
         check_orbits(system, [f], ["uneven"], list(system.properties), SYM)
+
+
+def test_an_initial_state_that_singles_out_an_id_is_caught():
+    """Initiation is checked on the representatives only because renaming fixes the
+    initial state: the checker verifies that itself."""
+    import dataclasses
+
+    system = system_of("patched.py", {"requests": 2, "pages": 3})
+    assert Renaming(system, SYM).moves_initial_state() == ""
+    init = list(system.initial)
+    owner1 = next(i for i, v in enumerate(system.state_vars()) if str(v) == "owner[1]")
+    init[owner1] = 0  # page 1 starts owned by request 0
+    odd = dataclasses.replace(system, initial=tuple(init))
+    assert "not the same under renaming" in Renaming(odd, SYM).moves_initial_state()

@@ -10,7 +10,8 @@ conjunction of all renamings of all representatives, so it is symmetric by
 construction (nothing to verify about the stored text). With ``π`` a permutation of
 the symmetric id spaces, ``π(T_a) = T_{π(a)}`` (model symmetry) and ``π(I) = I``:
 
-1. **initiation**: ``init`` is fixed by every ``π``, so ``I(init)`` holds iff every
+1. **initiation**: ``init`` is fixed by every ``π`` (checked here too, on a
+   transposition and a cycle of each space), so ``I(init)`` holds iff every
    representative holds on ``init``;
 2. **properties and model errors**: ``I ∧ bad`` (``I ∧ error_a``) is satisfiable iff
    it is for the representative action ``a`` of each orbit of action instances;
@@ -146,6 +147,25 @@ class Renaming:
 
     def ids(self, slot: int) -> dict[str, int]:
         return self.where[slot][2]
+
+    def moves_initial_state(self) -> str:
+        """Why a renaming changes the initial state ('' when none does): checked for a
+        transposition and a cycle of each symmetric space, which generate them all."""
+        init = self.system.initial
+        for dim in sorted(self.on):
+            n = self.n[dim]
+            if n < 2:
+                continue
+            swap = (1, 0) + tuple(range(2, n))
+            cycle = tuple((i + 1) % n for i in range(n))
+            for perm in ({dim: swap}, {dim: cycle}):
+                for s, x in enumerate(init):
+                    d = self.value_dim.get(s)
+                    y = perm[d][x] if d in perm and isinstance(x, int) and 0 <= x < n else x
+                    if init[self.slot(s, perm)] != y:
+                        return (f"the initial state is not the same under renaming of {dim} "
+                                f"ids ({self.cur[s]})")
+        return ""
 
 
 @dataclass
@@ -387,6 +407,9 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
             raise NotSymmetric(f"the model does not treat its {dim} ids interchangeably "
                                f"({'; '.join(sym.reasons) or 'symmetry analysis'})")
     ren = Renaming(system, dims)
+    moved = ren.moves_initial_state()
+    if moved:
+        raise NotSymmetric(moved)
     orbits = Orbits(ren, formulas, labels)
     everything = orbits.every_instance()
     report.orbit_instances = len(everything)

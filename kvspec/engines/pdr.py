@@ -10,6 +10,10 @@
    whole transition system is never built and no BMC runs (the certificate check
    still covers every instance). Otherwise bounded model checking up to
    ``quick_depth`` looks for shallow counterexamples of what is left.
+   Before that, at sizes above the small one, the small size's clauses are tried
+   as orbit representatives (:mod:`kvspec.engines.orbit_route`), checked one orbit
+   of action instances at a time (:mod:`kvspec.proofs.orbits`); when they prove
+   every property, nothing else runs.
 2. **Spacer** for whatever the candidates cannot support: the model × monitors as
    constrained Horn clauses (``Inv(s) ← init(s)``, ``Inv(s') ← Inv(s) ∧ H(s) ∧
    T(s, s')``, ``false ← Inv(s) ∧ bad(s)``), strengthened by the inductive part

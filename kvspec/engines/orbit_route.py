@@ -71,9 +71,10 @@ def orbit_houdini(system: System, formulas: list[z3.BoolRef], labels: list[str],
     while wanted and not deadline.expired():
         notes["rounds"] += 1
         try:
+            left = deadline.left_ms()
+            per_query = 60.0 if left is None else max(0.1, min(60.0, left / 1000 / 10))
             report = check_orbits(system, formulas, labels, wanted, symmetric,
-                                  timeout=max(1.0, min(60.0, deadline.left_ms() / 1000))
-                                  if deadline.left_ms() is not None else 60.0)
+                                  timeout=per_query)
         except NotSymmetric as exc:
             notes["not_applicable"] = str(exc)
             return None

@@ -60,6 +60,8 @@ from kvspec.proofs.smt_check import (
 )
 
 DIMS = (REQUEST, PAGE)
+#: an orbit query may take this many times the per-query time limit
+ORBIT_QUERY_FACTOR = 10
 Perm = dict[str, Any]  # id space -> the image of each id (a tuple, or a dict of some ids)
 
 
@@ -417,7 +419,9 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     enc = Encoding(view)
     report.instances = len(system.instances)
     report.representatives = len(enc.steps)
-    ms = max(1, int(timeout * 1000))
+    # one query here covers what hundreds of instance-by-instance queries would: its
+    # limit is ORBIT_QUERY_FACTOR times the per-query limit
+    ms = max(1, int(timeout * ORBIT_QUERY_FACTOR * 1000))
     known = {n: ("Bool" if z3.is_bool(v) else "Int") for n, v in zip(enc.names, enc.cur)}
     by_slot: dict[int, list[int]] = {}
     for n, (_, _, slots) in enumerate(everything):
@@ -481,7 +485,8 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
         res, why = ask([bad], vocab)
         if res != z3.unsat:
             return _fail(report, res, why, enc, f"the invariant does not exclude violations "
-                                                f"of {p.name}")
+                                                f"of {p.name}",
+                         f"whether the invariant excludes violations of {p.name}")
     if properties:
         report.passed.append("implication: the invariant excludes every violation of "
                              + ", ".join(p.name for p in properties))
@@ -492,7 +497,8 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
             res, why = ask([step.error], r)
             if res != z3.unsat:
                 return _fail(report, res, why, enc, f"{step.inst.label()} may raise a model "
-                                                    "error from a state of the invariant")
+                                                    "error from a state of the invariant",
+                             f"whether {step.inst.label()} may raise a model error")
         written = set(step.updates)
         fixed = {d: _args(step.inst, d) for d in ren.on}
         targets: list[tuple[int, z3.BoolRef]] = []
@@ -523,7 +529,8 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                 "a variable leaves its domain"]
             report.cti = CounterexampleToInduction(pre, trace, labels_broken)
         return _fail(report, res, why, enc, f"consecution: the invariant is not inductive: "
-                                            f"{step.inst.label()} breaks it")
+                                            f"{step.inst.label()} breaks it",
+                     f"whether {step.inst.label()} preserves the invariant")
     report.passed.append(f"consecution: every renaming of the {len(formulas)} clauses "
                          f"({len(everything)} instances) is preserved by each of the "
                          f"{len(enc.steps)} representative action instances (the others are "
@@ -532,13 +539,14 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
 
 
 def _fail(report: OrbitReport, res: z3.CheckSatResult, why: Any, enc: Encoding,
-          problem: str) -> OrbitReport:
+          problem: str, question: str) -> OrbitReport:
+    """Record ``problem`` (sat) or that the solver could not decide ``question``."""
     if res == z3.sat:
         report.problems.append(problem)
         if report.bad_state is None and report.cti is None:
             report.bad_state = (enc.state_of(why), problem)
     else:
-        report.problems.append(f"the solver could not decide: {problem} ({why})")
+        report.problems.append(f"the solver could not decide {question} ({why})")
         report.undecided = True
     return report
 

@@ -42,8 +42,12 @@ def system_of(name_or_path: str | Path, sizes: dict[str, int] | None = None,
 
 def certificate_system(cert: Path) -> System:
     """The model a stored certificate ``<file>.<Class>.<sizes>.json`` was made for."""
+    import json
+
     file, cls = cert.name.split(".")[:2]
-    return system_of(f"{file}.py", model_class=cls)
+    doc = json.loads(cert.read_text())
+    sizes = {} if doc.get("kind") == "all-sizes" else dict(doc.get("sizes", {}))
+    return system_of(f"{file}.py", sizes, model_class=cls)
 
 
 @pytest.fixture

@@ -27,11 +27,10 @@ from kvspec.engines.auto import run_auto
 from kvspec.engines.bmc import Deadline, run_bmc
 from kvspec.engines.explicit import Limits, OutOfTime, explore, time_limit
 from kvspec.engines.fuzz import run_fuzz
+from kvspec.engines.selection import Strengthener, goal_templates
 from kvspec.engines.inference import (
     StateTable,
-    Strengthener,
     enumerate_candidates,
-    goal_templates,
     sample_states,
 )
 from kvspec.engines.kind import run_kind

@@ -15,12 +15,11 @@ from test_differential import compile_source
 
 from kvspec.engines.bmc import Deadline
 from kvspec.engines.explicit import Limits, explore
+from kvspec.engines.selection import Strengthener, goal_templates
 from kvspec.engines.inference import (
     StateTable,
-    Strengthener,
     count_atoms,
     enumerate_candidates,
-    goal_templates,
     sample_states,
     unique_rows,
 )

@@ -9,11 +9,10 @@ from conftest import run_cli, system_of
 
 from kvspec.engines.bmc import Deadline
 from kvspec.engines.explicit import explore
+from kvspec.engines.selection import Strengthener, goal_templates
 from kvspec.engines.inference import (
     StateTable,
-    Strengthener,
     enumerate_candidates,
-    goal_templates,
     sample_states,
 )
 from kvspec.engines.pdr import run_pdr

@@ -10,6 +10,10 @@
    whole transition system is never built and no BMC runs (the certificate check
    still covers every instance). Otherwise bounded model checking up to
    ``quick_depth`` looks for shallow counterexamples of what is left.
+   Before that, at sizes above the small one, the small size's clauses are tried
+   as orbit representatives (:mod:`kvspec.engines.orbit_route`), checked one orbit
+   of action instances at a time (:mod:`kvspec.proofs.orbits`); when they prove
+   every property, nothing else runs.
 2. **Spacer** for whatever the candidates cannot support: the model × monitors as
    constrained Horn clauses (``Inv(s) ← init(s)``, ``Inv(s') ← Inv(s) ∧ H(s) ∧
    T(s, s')``, ``false ← Inv(s) ∧ bad(s)``), strengthened by the inductive part
@@ -27,7 +31,6 @@ and the invariant reads like the design (``docs/proofs.md`` has the numbers).
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,17 +41,9 @@ import z3
 
 from kvspec.engines.bmc import Deadline, Search
 from kvspec.engines.explicit import OutOfTime, check_count, check_timeout, time_limit
-from kvspec.engines.inference import (
-    InferenceTimeout,
-    representative_instances,
-    Selection,
-    StateTable,
-    Strengthener,
-    Template,
-    enumerate_candidates,
-    goal_templates,
-    sample_states,
-)
+from kvspec.engines.inference import StateTable, Template, enumerate_candidates, sample_states
+from kvspec.engines.selection import InferenceTimeout, Selection, Strengthener, goal_templates
+from kvspec.engines.orbit_route import OrbitProof, orbit_houdini, representatives_of
 from kvspec.engines.transition import (
     TransitionSystem,
     check_sat,
@@ -58,8 +53,9 @@ from kvspec.engines.transition import (
 )
 from kvspec.lang.errors import ModelError
 from kvspec.lang.symmetry import analyse_symmetry
-from kvspec.lang.system import ActionInstance, Property, System, compile_model
+from kvspec.lang.system import Property, System, compile_model
 from kvspec.proofs.certificate import Invariant, verify_invariant, write_certificate
+from kvspec.proofs.orbits import representatives_view
 from kvspec.proofs.smt_check import deep_terms
 from kvspec.trace import InternalError
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
@@ -90,25 +86,36 @@ class Inferred:
         return [c for c, _ in pairs], [r for _, r in pairs]
 
 
-def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
-          deadline: Deadline, names: list[str] | None = None, *,
-          max_states: int | None = None) -> Inferred:
-    """Candidates from a small configuration, selected at the small and the target size.
-    ``max_states`` bounds the exploration of the small configuration."""
+@dataclass
+class SmallSelection:
+    """Candidates from a small configuration and the clauses selected there."""
+
+    templates: list[Template]
+    sample: StateTable | None
+    seed: list[int]
+    support: dict[int | str, set[int]]
+    notes: dict[str, Any]
+    ok: bool = True
+
+
+def select_small(system: System, symmetric: tuple[bool, bool], deadline: Deadline,
+                 names: list[str] | None = None, *, max_states: int | None = None
+                 ) -> SmallSelection:
+    """Sample a small configuration, enumerate candidates, and select an inductive
+    subset there (nothing is selected when ``system`` is that small size itself)."""
     notes: dict[str, Any] = {}
     t0 = time.monotonic()
     try:
         small_schema, states = sample_states(system, max_states=min(30000, max_states or 30000),
                                              deadline=deadline)
     except ModelError:
-        return Inferred(None, None, notes={"sample": "the small configuration raises a model "
-                                                     "error"})
+        return SmallSelection([], None, [], {}, {"sample": "the small configuration raises a "
+                                                           "model error"}, ok=False)
     sample = StateTable(small_schema, states)
     templates = enumerate_candidates(small_schema, sample)
     notes.update(sample_states=len(states), candidates=len(templates),
                  sample_seconds=round(time.monotonic() - t0, 2))
-    seed: list[int] = []
-    support: dict[int | str, set[int]] = {}
+    out = SmallSelection(templates, sample, [], {}, notes)
     if dict(small_schema.sizes) != dict(system.sizes):
         small = compile_model(system.loaded, small_schema.sizes, [p.name for p in system.properties],
                               inflight_bound=system.inflight_bound)
@@ -121,14 +128,29 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
                                     small_sym, deadline, sample=sample)
             first = small_st.run()
         except InferenceTimeout:
-            return Inferred(None, None, templates, notes)
-        seed = first.chosen
-        support = small_st.support
-        notes.update(small_selection=len(seed), small_seconds=round(time.monotonic() - t1, 2))
+            out.ok = False
+            return out
+        out.seed = first.chosen
+        out.support = small_st.support
+        notes.update(small_selection=len(out.seed), small_seconds=round(time.monotonic() - t1, 2))
+    return out
+
+
+def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
+          deadline: Deadline, names: list[str] | None = None, *,
+          max_states: int | None = None, small: SmallSelection | None = None) -> Inferred:
+    """Candidates from a small configuration, selected at the small and the target size.
+    ``max_states`` bounds the exploration of the small configuration."""
+    if small is None:
+        small = select_small(system, symmetric, deadline, names, max_states=max_states)
+    notes = dict(small.notes)
+    if not small.ok:
+        return Inferred(None, None, small.templates, notes)
+    templates = small.templates
     t2 = time.monotonic()
     goals = goal_templates(system, templates, names)
-    strengthener = Strengthener(ts, templates, goals, symmetric, deadline, seed=seed,
-                                support=support, sample=sample)
+    strengthener = Strengthener(ts, templates, goals, symmetric, deadline, seed=small.seed,
+                                support=small.support, sample=small.sample)
     try:
         selection = strengthener.run()
     except InferenceTimeout:
@@ -139,6 +161,25 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
     notes["needs"] = {goal: [strengthener.clause(k)[1] for k in ks]
                       for goal, ks in selection.needs.items()}
     return Inferred(selection, strengthener, templates, notes)
+
+
+def orbit_route(system: System, small: SmallSelection, symmetric: tuple[bool, bool],
+                pending: list[Property], deadline: Deadline) -> OrbitProof | None:
+    """The small size's clauses at ``system``'s size, checked one orbit at a time
+    (:mod:`kvspec.engines.orbit_route`); None when that does not prove every one of
+    ``pending`` (the other routes then start afresh)."""
+    if not small.ok or not small.seed or not any(symmetric):
+        return None
+    goals = goal_templates(system, small.templates, [p.name for p in pending])
+    if any(g.template is None for g in goals):
+        return None  # a model invariant: its formula is not a template
+    formulas, labels = representatives_of(system, small.templates, small.seed, symmetric)
+    own = {g.name: small.templates[g.template].render(system.schema) for g in goals
+           if g.template is not None}
+    proof = orbit_houdini(system, formulas, labels, pending, own, symmetric, deadline)
+    if proof is None or set(proof.proved) != {p.name for p in pending}:
+        return None
+    return proof
 
 
 # -- Spacer -----------------------------------------------------------------------------------
@@ -391,15 +432,30 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
             if progress is not None:
                 progress(0, 0, deadline.elapsed(), "pdr inference")
             with time_limit(deadline, "invariant inference"), deep_terms():
-                view = representatives_view(system, symmetric)
-                rep_ts = TransitionSystem(view, "bv", symmetric, deadline=deadline)
-                inferred = infer(view, rep_ts, symmetric, deadline, [p.name for p in pending],
-                                 max_states=max_states)
-            extra["inference"] = inferred.notes
+                small = select_small(system, symmetric, deadline, [p.name for p in pending],
+                                     max_states=max_states)
+                orbit = orbit_route(system, small, symmetric, pending, deadline)
+            if orbit is not None:
+                extra["inference"] = {**small.notes, "orbit_route": orbit.notes}
+                with time_limit(deadline, "the certificate check"), deep_terms():
+                    stopped = _prove(system, orbit.formulas, orbit.labels, None, orbit.proved,
+                                     verdicts, extra, save_proof, proofs_dir, deadline,
+                                     extra["inference"], symmetry=symmetric)
+                pending = [p for p in pending if p.name not in verdicts]
+            if pending:
+                with time_limit(deadline, "invariant inference"), deep_terms():
+                    view = representatives_view(system, symmetric)
+                    rep_ts = TransitionSystem(view, "bv", symmetric, deadline=deadline)
+                    inferred = infer(view, rep_ts, symmetric, deadline,
+                                     [p.name for p in pending], max_states=max_states,
+                                     small=small)
+                extra["inference"] = inferred.notes
         sel = inferred.selection
         clauses, readable = inferred.clauses()
         proved: list[str] = []
-        if sel is not None and sel.errors_excluded:
+        if not pending:
+            pass
+        elif sel is not None and sel.errors_excluded:
             proved = [name for name in sel.proved if any(p.name == name for p in pending)]
         open_props = [p for p in pending if p.name not in proved]
         spacer_inv: z3.BoolRef | None = None
@@ -442,30 +498,21 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
     return EngineOutcome([verdicts[p.name] for p in system.properties], stats, "pdr")
 
 
-def representatives_view(system: System, symmetric: tuple[bool, bool]) -> System:
-    """``system`` with only one action instance per orbit of the symmetric id spaces
-    (:func:`representative_instances`), renumbered: what the selection at the target
-    size checks anyway (candidates and steps are closed under renaming). The
-    certificate check always runs on ``system`` itself, every instance."""
-    if not any(symmetric):
-        return system
-    keep = representative_instances(system, symmetric)
-    insts = [ActionInstance(k, system.instances[j].action, system.instances[j].args)
-             for k, j in enumerate(keep)]
-    return dataclasses.replace(system, instances=insts, _batches=None, _machine=None)
-
-
 def _prove(system: System, clauses: list[z3.BoolRef], readable: list[str],
            spacer_inv: z3.BoolRef | None, proved: list[str], verdicts: dict[str, Verdict],
            extra: dict[str, Any], save_proof: bool, proofs_dir: Path, deadline: Deadline,
-           notes: dict[str, Any], prover: str = "Spacer") -> str:
+           notes: dict[str, Any], prover: str = "Spacer",
+           symmetry: tuple[bool, bool] | None = None) -> str:
     """Re-check the invariant on every instance, then record PROVED (and the certificate).
+    With ``symmetry`` the clauses are orbit representatives over those id spaces and
+    the check runs one orbit at a time (:mod:`kvspec.proofs.orbits`).
     Returns '' or, when the check could not decide, why nothing was proved."""
     inv_clauses, inv_readable = list(clauses), list(readable)
     if spacer_inv is not None and not z3.is_true(spacer_inv):
         inv_clauses.append(spacer_inv)
         inv_readable.append(f"{prover} lemmas: " + _short(spacer_inv))
-    invariant = Invariant(inv_clauses, inv_readable)
+    dims = [d for d, on in zip(("requests", "pages"), symmetry or (False, False)) if on]
+    invariant = Invariant(inv_clauses, inv_readable, dims)
     with python_handles_ctrl_c():
         check = verify_invariant(system, invariant, proved)
     if not check.ok:
@@ -479,6 +526,8 @@ def _prove(system: System, clauses: list[z3.BoolRef], readable: list[str],
     note = ""
     if save_proof:
         method = "template inference" + (f" + {prover}" if spacer_inv is not None else "")
+        if dims:
+            method += " (small-size clauses, checked one orbit at a time)"
         path = write_certificate(system, invariant, proofs_dir, method=method,
                                  stats={"seconds": round(deadline.elapsed(), 2), **notes},
                                  properties=list(proved))
@@ -490,7 +539,8 @@ def _prove(system: System, clauses: list[z3.BoolRef], readable: list[str],
         if name in needs and spacer_inv is None:
             own = f" (this property needs {len(needs[name])} of them)"
         verdicts[name] = Verdict(name, Status.PROVED, "pdr",
-                                 f"inductive invariant, {_clauses(len(inv_clauses))}{own}{note}")
+                                 f"inductive invariant, {_clauses(len(inv_clauses))}"
+                                 f"{' (orbit representatives)' if dims else ''}{own}{note}")
     return ""
 
 

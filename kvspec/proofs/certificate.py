@@ -110,6 +110,9 @@ class Invariant:
 
     conjuncts: list[z3.BoolRef]
     readable: list[str]
+    #: the id spaces (of "requests", "pages") the conjuncts stand for every renaming in:
+    #: then they are orbit representatives (:mod:`kvspec.proofs.orbits`)
+    symmetry: list[str] = field(default_factory=list)
 
     def smtlib2(self, system: System) -> str:
         lines = [f"; inductive invariant of {system.name}, "
@@ -151,6 +154,7 @@ def write_certificate(system: System, invariant: Invariant, proofs_dir: Path, *,
         else [p.name for p in system.properties],
         "method": method,
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        **({"symmetry": list(invariant.symmetry)} if invariant.symmetry else {}),
         "invariant": {
             "clauses": len(invariant.conjuncts),
             "readable": invariant.readable,
@@ -186,6 +190,7 @@ class CertificateDocument:
     created: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
     kind: str = KIND_SIZE_SPECIFIC
+    symmetry: list[str] = field(default_factory=list)
 
 
 def _is_int(x: Any) -> bool:
@@ -239,6 +244,9 @@ def parse_document(doc: Any) -> CertificateDocument:
         kind=get(doc, "kind", "", lambda x: x in (KIND_SIZE_SPECIFIC, KIND_ALL_SIZES),
                  f"{KIND_SIZE_SPECIFIC!r} or {KIND_ALL_SIZES!r}", optional=True)
         or KIND_SIZE_SPECIFIC,
+        symmetry=get(doc, "symmetry", "", lambda x: is_str_list(x) and set(x) <= {"requests",
+                                                                                 "pages"},
+                     'an array of "requests" and "pages"', optional=True) or [],
     )
     if wrong:
         raise CertificateError("malformed certificate: " + "; ".join(wrong))
@@ -395,7 +403,10 @@ def check_certificate(path: Path, system: System, *,
         check.problems.append(f"the certificate says the invariant has {doc.clauses} clauses, "
                               f"but its SMT-LIB2 text asserts {len(clauses)}")
     wanted = [p for p in system.properties if p.name in doc.properties]
-    _run(system, clauses, wanted, check, timeout)
+    if doc.symmetry:
+        _run_orbits(system, clauses, doc.symmetry, wanted, check, timeout)
+    else:
+        _run(system, clauses, wanted, check, timeout)
     check.seconds = time.monotonic() - start
     return check
 
@@ -484,7 +495,10 @@ def verify_invariant(system: System, invariant: Invariant, properties: list[str]
     unknown = sorted(set(properties) - {p.name for p in wanted})
     if unknown:
         check.problems.append("no such property in this model: " + ", ".join(unknown))
-    _run(system, clauses, wanted, check, timeout)
+    if invariant.symmetry:
+        _run_orbits(system, clauses, invariant.symmetry, wanted, check, timeout)
+    else:
+        _run(system, clauses, wanted, check, timeout)
     check.seconds = time.monotonic() - start
     return check
 
@@ -492,8 +506,13 @@ def verify_invariant(system: System, invariant: Invariant, properties: list[str]
 def _run(system: System, clauses: list[Clause], wanted: list[Property],
          check: CertificateCheck, timeout: float) -> None:
     report: InductionReport = check_clauses(system, clauses, wanted, timeout=timeout)
-    check.clauses = len(clauses)
     check.quantified_clauses = sum(1 for c in clauses if c.quantified)
+    _record(check, clauses, report, wanted)
+
+
+def _record(check: CertificateCheck, clauses: list[Clause], report: InductionReport,
+            wanted: list[Property]) -> None:
+    check.clauses = len(clauses)
     check.checked_clauses = report.clauses
     check.checked_properties = report.properties
     check.instances = report.instances
@@ -504,6 +523,26 @@ def _run(system: System, clauses: list[Clause], wanted: list[Property],
     check.undecided = report.undecided
     check.properties = [p.name for p in wanted]
     check.ok = not check.problems and bool(wanted)
+
+
+def _run_orbits(system: System, clauses: list[Clause], symmetry: list[str],
+                wanted: list[Property], check: CertificateCheck, timeout: float) -> None:
+    """The clauses are orbit representatives: check one orbit at a time."""
+    from kvspec.proofs.orbits import NotSymmetric, check_orbits
+
+    dims = ("requests" in symmetry, "pages" in symmetry)
+    try:
+        report = check_orbits(system, [c.formula for c in clauses],
+                              [c.label or f"clause {c.index}" for c in clauses], wanted, dims,
+                              timeout=timeout)
+    except NotSymmetric as exc:
+        check.problems.append(f"the invariant cannot be checked one orbit at a time: {exc}")
+        return
+    _record(check, clauses, report, wanted)
+    check.checked_clauses = [c.describe(60) for c in clauses]
+    check.notes.append(f"orbit check over {' and '.join(symmetry)}: {report.orbit_instances} "
+                       f"clause instances, {report.representatives} representative action instances, "
+                       f"{report.queries} solver queries")
 
 
 def _check_header(doc: CertificateDocument, system: System, check: CertificateCheck) -> None:

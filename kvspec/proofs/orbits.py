@@ -1,0 +1,552 @@
+"""Checking a symmetric invariant at one size, one orbit at a time.
+
+When the model treats its request ids (and page ids) interchangeably — decided
+statically by :func:`kvspec.lang.symmetry.analyse_symmetry`, which also requires
+the initial state to be the same for every id and to name no id — an invariant
+closed under renaming of ids needs only a few of its instances checked. Such an
+invariant is given by **orbit representatives**: clauses over the model's slots,
+each standing for itself and every renaming of it. The invariant ``I`` is the
+conjunction of all renamings of all representatives, so it is symmetric by
+construction (nothing to verify about the stored text). With ``π`` a permutation of
+the symmetric id spaces, ``π(T_a) = T_{π(a)}`` (model symmetry) and ``π(I) = I``:
+
+1. **initiation**: ``init`` is fixed by every ``π`` (checked here too, on a
+   transposition and a cycle of each space), so ``I(init)`` holds iff every
+   representative holds on ``init``;
+2. **properties and model errors**: ``I ∧ bad`` (``I ∧ error_a``) is satisfiable iff
+   it is for the representative action ``a`` of each orbit of action instances;
+3. **consecution**: ``I ∧ T_b → ψ'`` for every instance ``b`` and clause instance
+   ``ψ`` iff it holds for every representative action ``a`` and every ``ψ`` up to
+   the permutations that fix ``a``'s ids (the stabiliser of ``a``): renaming by
+   ``π`` maps one query to the other. Only instances ``ψ`` that read a slot ``a``
+   writes can change.
+
+Each query's premise is weakened to the instances of ``I`` whose slots lie in the
+query's neighbourhood (sound: a premise that refutes the query refutes it with the
+whole invariant); only when that does not refute it is the whole invariant used.
+The number of queries so depends on the number of orbits, not on the size, and each
+premise grows with the instances that touch the action's slots.
+
+**Renaming a clause.** Ids occur in a clause as slot indices and as values of
+id-typed slots (``owner[3] == 1``). A representative may compare an id-typed slot
+only with ``=``/``distinct`` against integer literals or other slots of the same id
+space; any other use (arithmetic, order) is rejected, so renaming literals in those
+places is exact. The ids a clause *names* are found and checked: a clause that
+mentions every id of a space (a count over all pages) must be unchanged (up to the
+order of the arguments of ``and``, ``or``, ``+``, ``=``) by every permutation of the
+ids it does not single out; otherwise it is rejected.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from kvspec.lang.system import ActionInstance, Property, System
+from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST
+from kvspec.proofs.clauses import CertificateError, term_constants
+from kvspec.proofs.smt_check import (
+    CounterexampleToInduction,
+    Encoding,
+    InductionReport,
+    cti_trace,
+    _mk_or,
+    _Substitution,
+)
+
+DIMS = (REQUEST, PAGE)
+#: an orbit query may take this many times the per-query time limit
+ORBIT_QUERY_FACTOR = 10
+Perm = dict[str, Any]  # id space -> the image of each id (a tuple, or a dict of some ids)
+
+
+class NotSymmetric(CertificateError):
+    """A clause (or the model) cannot be checked one orbit at a time; says why."""
+
+
+def representatives(system: System, dims: tuple[bool, bool]) -> list[int]:
+    """Action instances up to renaming of the symmetric id spaces: those whose request
+    (page) arguments are 0, 1, ... in order of first appearance."""
+    out = []
+    for inst in system.instances:
+        ok = True
+        for dim, on in zip(DIMS, dims):
+            if not on:
+                continue
+            seen: list[int] = []
+            for (_, t), a in zip(inst.action.params, inst.args):
+                if t.ref_dim == dim and a not in seen:
+                    seen.append(a)
+            ok = ok and seen == list(range(len(seen)))
+        if ok:
+            out.append(inst.index)
+    return out
+
+
+def representatives_view(system: System, dims: tuple[bool, bool]) -> System:
+    """``system`` with only the representative action instances, renumbered."""
+    if not any(dims):
+        return system
+    keep = representatives(system, dims)
+    insts = [ActionInstance(k, system.instances[j].action, system.instances[j].args)
+             for k, j in enumerate(keep)]
+    return dataclasses.replace(system, instances=insts, _batches=None, _machine=None)
+
+
+def _args(inst: ActionInstance, dim: str) -> list[int]:
+    out: list[int] = []
+    for (_, t), a in zip(inst.action.params, inst.args):
+        if t.ref_dim == dim and a not in out:
+            out.append(a)
+    return out
+
+
+class Renaming:
+    """Slots and id values of ``system`` under permutations of the symmetric id spaces."""
+
+    def __init__(self, system: System, dims: tuple[bool, bool]) -> None:
+        self.system = system
+        self.on = {d for d, ok in zip(DIMS, dims) if ok}
+        self.n = {REQUEST: system.schema.requests, PAGE: system.schema.pages}
+        self.cur = system.state_vars()
+        self.slot_of = {str(v): i for i, v in enumerate(self.cur)}
+        self.known = {str(v): ("Bool" if z3.is_bool(v) else "Int") for v in self.cur}
+        # slot -> (var offset, row, {dim: id}) and the id space of its value
+        self.where: list[tuple[int, int, dict[str, int]]] = []
+        self.value_dim: dict[int, str] = {}
+        for v in system.schema.vars:
+            for k in range(v.length):
+                if v.dim == PAGE_BY_REQUEST:
+                    ids = {PAGE: k // v.row, REQUEST: k % v.row}
+                elif v.dim in DIMS:
+                    ids = {v.dim: k}
+                else:
+                    ids = {}
+                self.where.append((v.offset, v.row, ids))
+                if v.type.ref_dim in self.on:
+                    self.value_dim[v.offset + k] = v.type.ref_dim
+        self._holes: dict[tuple[str, int], z3.ArithRef] = {}
+        self.shared = frozenset(i for i, (_, _, ids) in enumerate(self.where) if PAGE not in ids)
+
+    def hole(self, dim: str, k: int) -> z3.ArithRef:
+        """The placeholder of id value ``k`` of space ``dim`` inside a clause."""
+        key = (dim, k)
+        if key not in self._holes:
+            self._holes[key] = z3.Int(f"#{dim}{k}")
+        return self._holes[key]
+
+    def slot(self, slot: int, perm: Perm) -> int:
+        offset, row, ids = self.where[slot]
+        new = {d: perm[d][i] if d in perm else i for d, i in ids.items()}
+        if PAGE in new and REQUEST in new:
+            return offset + new[PAGE] * row + new[REQUEST]
+        return offset + next(iter(new.values())) if new else slot
+
+    def ids(self, slot: int) -> dict[str, int]:
+        return self.where[slot][2]
+
+    def moves_initial_state(self) -> str:
+        """Why a renaming changes the initial state ('' when none does): checked for a
+        transposition and a cycle of each symmetric space, which generate them all."""
+        init = self.system.initial
+        for dim in sorted(self.on):
+            n = self.n[dim]
+            if n < 2:
+                continue
+            swap = (1, 0) + tuple(range(2, n))
+            cycle = tuple((i + 1) % n for i in range(n))
+            for perm in ({dim: swap}, {dim: cycle}):
+                for s, x in enumerate(init):
+                    d = self.value_dim.get(s)
+                    y = perm[d][x] if d in perm and isinstance(x, int) and 0 <= x < n else x
+                    if init[self.slot(s, perm)] != y:
+                        return (f"the initial state is not the same under renaming of {dim} "
+                                f"ids ({self.cur[s]})")
+        return ""
+
+
+@dataclass
+class OrbitClause:
+    """A representative clause, with id values as placeholders (``hat``)."""
+
+    index: int
+    label: str
+    formula: z3.BoolRef
+    hat: z3.BoolRef
+    slots: list[int]
+    holes: list[tuple[str, int]]
+    named: dict[str, list[int]]  # per symmetric space: the ids it singles out
+    full: set[str] = field(default_factory=set)  # spaces it mentions every id of
+
+
+def _literal(e: z3.ExprRef) -> int | None:
+    """The value of an integer literal (``5``, or ``(- 1)`` as SMT-LIB2 writes -1)."""
+    if z3.is_int_value(e):
+        return int(e.as_long())
+    if z3.is_app_of(e, z3.Z3_OP_UMINUS) and z3.is_int_value(e.arg(0)):
+        return -int(e.arg(0).as_long())
+    return None
+
+
+def _canon(e: z3.ExprRef, memo: dict[int, Any]) -> Any:
+    """A hashable form of ``e``, the arguments of commutative operators sorted."""
+    key = e.get_id()
+    if key in memo:
+        return memo[key]
+    if z3.is_int_value(e):
+        out: Any = ("#", e.as_long())
+    elif z3.is_const(e):
+        out = ("c", e.decl().name())
+    else:
+        kids = [_canon(c, memo) for c in e.children()]
+        kind = e.decl().kind()
+        if kind in (z3.Z3_OP_AND, z3.Z3_OP_OR, z3.Z3_OP_ADD, z3.Z3_OP_MUL, z3.Z3_OP_EQ,
+                    z3.Z3_OP_DISTINCT, z3.Z3_OP_IFF):
+            kids.sort(key=repr)
+        out = (kind, e.decl().name(), tuple(kids))
+    memo[key] = out
+    return out
+
+
+class Orbits:
+    """The instances of a list of representative clauses (see the module docstring)."""
+
+    def __init__(self, ren: Renaming, formulas: list[z3.BoolRef], labels: list[str]) -> None:
+        self.ren = ren
+        self.clauses = [self._orbit_clause(k, f, lab)
+                        for k, (f, lab) in enumerate(zip(formulas, labels))]
+        self._terms: dict[tuple[int, tuple[Any, ...]], z3.BoolRef] = {}
+        self._all: list[tuple[int, tuple[Any, ...], frozenset[int]]] | None = None
+
+    # -- one representative ---------------------------------------------------------------
+    def _orbit_clause(self, k: int, f: z3.BoolRef, label: str) -> OrbitClause:
+        ren = self.ren
+        holes: set[tuple[str, int]] = set()
+        memo: dict[int, z3.ExprRef] = {}
+
+        def idslot(e: z3.ExprRef) -> str | None:
+            if z3.is_const(e) and not z3.is_int_value(e):
+                s = ren.slot_of.get(e.decl().name())
+                return ren.value_dim.get(s) if s is not None else None
+            return None
+
+        def walk(e: z3.ExprRef) -> z3.ExprRef:
+            key = e.get_id()
+            if key in memo:
+                return memo[key]
+            if z3.is_quantifier(e) or z3.is_var(e):
+                raise NotSymmetric(f"clause {k + 1} ({label}) has a quantifier")
+            if idslot(e) is not None:
+                raise NotSymmetric(f"clause {k + 1} ({label}) uses the id-valued "
+                                   f"{e.decl().name()} other than in = or distinct")
+            kids = e.children()
+            if (z3.is_eq(e) or z3.is_distinct(e)) and any(idslot(c) for c in kids):
+                dim = next(d for d in (idslot(c) for c in kids) if d)
+                new = []
+                for c in kids:
+                    if idslot(c) == dim:
+                        new.append(c)
+                    elif _literal(c) is not None:
+                        v = _literal(c)
+                        if 0 <= v < ren.n[dim]:
+                            holes.add((dim, v))
+                            new.append(ren.hole(dim, v))
+                        else:
+                            new.append(c)
+                    else:
+                        raise NotSymmetric(f"clause {k + 1} ({label}) compares an id with "
+                                           f"{c} (only literal ids and id variables)")
+                out = z3.Distinct(*new) if z3.is_distinct(e) else (new[0] == new[1])
+            elif kids:
+                out = e.decl()(*[walk(c) for c in kids])
+            else:
+                out = e
+            memo[key] = out
+            return out
+
+        hat = walk(f)
+        names, quantified = term_constants(f, ren.known)
+        if quantified:
+            raise NotSymmetric(f"clause {k + 1} ({label}) has a quantifier")
+        slots = sorted(ren.slot_of[n] for n in names)
+        clause = OrbitClause(k, label, f, hat, slots, sorted(holes), {})
+        for dim in ren.on:
+            count: Counter[int] = Counter()
+            for s in slots:
+                if dim in ren.ids(s):
+                    count[ren.ids(s)[dim]] += 1
+            for d, v in holes:
+                if d == dim:
+                    count[v] += 1
+            if len(count) < ren.n[dim]:
+                clause.named[dim] = sorted(count)
+                continue
+            clause.full.add(dim)
+            usual = Counter(count.values()).most_common(1)[0][0]
+            named = sorted(i for i, c in count.items() if c != usual)
+            rest = [i for i in range(ren.n[dim]) if i not in named]
+            if len(rest) >= 2:
+                base = _canon(hat, {})
+                swap = list(range(ren.n[dim]))
+                swap[rest[0]], swap[rest[1]] = rest[1], rest[0]
+                cycle = list(range(ren.n[dim]))
+                for a, b in zip(rest, rest[1:] + rest[:1]):
+                    cycle[a] = b
+                for p in (swap, cycle):
+                    moved = self._rename(clause, {dim: tuple(p)}, holes_to_values=False)
+                    if _canon(moved, {}) != base:
+                        raise NotSymmetric(
+                            f"clause {k + 1} ({label}) mentions every {dim} id but is not "
+                            f"the same for all of them")
+            clause.named[dim] = named
+        return clause
+
+    def _rename(self, c: OrbitClause, perm: Perm, holes_to_values: bool = True) -> z3.BoolRef:
+        ren = self.ren
+        pairs: list[tuple[z3.ExprRef, z3.ExprRef]] = []
+        for s in c.slots:
+            t = ren.slot(s, perm)
+            if t != s:
+                pairs.append((ren.cur[s], ren.cur[t]))
+        for d, v in c.holes:
+            w = perm[d][v] if d in perm else v
+            pairs.append((ren.hole(d, v), z3.IntVal(w) if holes_to_values else ren.hole(d, w)))
+        return _Substitution(pairs)(c.hat) if pairs else c.hat
+
+    # -- instances ---------------------------------------------------------------------------
+    def _perm(self, c: OrbitClause, images: tuple[tuple[int, ...], ...]) -> Perm:
+        """The permutation taking the named ids of ``c`` to ``images`` and the others, in
+        order, to the remaining ids in order."""
+        perm: Perm = {}
+        for (dim, named), img in zip(sorted(c.named.items()), images):
+            if dim not in c.full:  # the clause mentions only its named ids
+                perm[dim] = dict(zip(named, img))  # type: ignore[assignment]
+                continue
+            n = self.ren.n[dim]
+            rest_src = [i for i in range(n) if i not in named]
+            rest_dst = [i for i in range(n) if i not in img]
+            p = [0] * n
+            for a, b in zip(named, img):
+                p[a] = b
+            for a, b in zip(rest_src, rest_dst):
+                p[a] = b
+            perm[dim] = tuple(p)
+        return perm
+
+    def term(self, k: int, images: tuple[tuple[int, ...], ...]) -> z3.BoolRef:
+        key = (k, images)
+        t = self._terms.get(key)
+        if t is None:
+            c = self.clauses[k]
+            t = self._rename(c, self._perm(c, images))
+            self._terms[key] = t
+        return t
+
+    def slots(self, k: int, images: tuple[tuple[int, ...], ...]) -> frozenset[int]:
+        c = self.clauses[k]
+        perm = self._perm(c, images)
+        return frozenset(self.ren.slot(s, perm) for s in c.slots)
+
+    def every_instance(self) -> list[tuple[int, tuple[Any, ...], frozenset[int]]]:
+        """(clause, images, slots) of every instance of the invariant."""
+        if self._all is None:
+            out = []
+            for c in self.clauses:
+                spaces = [itertools.permutations(range(self.ren.n[d]), len(named))
+                          for d, named in sorted(c.named.items())]
+                for images in itertools.product(*spaces):
+                    out.append((c.index, images, self.slots(c.index, images)))
+            self._all = out
+        return self._all
+
+    def fixing(self, k: int, fixed: dict[str, list[int]]) -> Iterator[tuple[tuple[int, ...], ...]]:
+        """One images tuple per orbit of the instances of clause ``k`` under the
+        permutations that fix every id in ``fixed``."""
+        c = self.clauses[k]
+        per_dim = []
+        for dim, named in sorted(c.named.items()):
+            keep = fixed.get(dim, [])
+            fresh = [i for i in range(self.ren.n[dim]) if i not in keep]
+            options = []
+            for choice in itertools.product(*[[None] + keep for _ in named]):
+                used = [x for x in choice if x is not None]
+                if len(used) != len(set(used)):
+                    continue
+                nfresh = sum(1 for x in choice if x is None)
+                if nfresh > len(fresh):
+                    continue
+                it = iter(fresh)
+                options.append(tuple(x if x is not None else next(it) for x in choice))
+            per_dim.append(options)
+        yield from itertools.product(*per_dim)
+
+
+@dataclass
+class OrbitReport(InductionReport):
+    broken: list[int] = field(default_factory=list)  # representatives a CTI breaks
+    queries: int = 0
+    orbit_instances: int = 0
+    representatives: int = 0  # action instances checked (``instances``: all, by renaming)
+
+
+def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
+                 properties: list[Property], dims: tuple[bool, bool], *,
+                 timeout: float = 60.0) -> OrbitReport:
+    """Checks 1–3 of the module docstring for the invariant whose orbit
+    representatives are ``formulas``. Raises :class:`NotSymmetric` when a clause
+    cannot be renamed exactly."""
+    from kvspec.lang.symmetry import analyse_symmetry
+
+    report = OrbitReport(clauses=list(labels), properties=[p.name for p in properties])
+    sym = analyse_symmetry(system)
+    for dim, want, have in zip(DIMS, dims, (sym.requests, sym.pages)):
+        if want and not have:
+            raise NotSymmetric(f"the model does not treat its {dim} ids interchangeably "
+                               f"({'; '.join(sym.reasons) or 'symmetry analysis'})")
+    ren = Renaming(system, dims)
+    moved = ren.moves_initial_state()
+    if moved:
+        raise NotSymmetric(moved)
+    orbits = Orbits(ren, formulas, labels)
+    everything = orbits.every_instance()
+    report.orbit_instances = len(everything)
+    view = representatives_view(system, dims)
+    enc = Encoding(view)
+    report.instances = len(system.instances)
+    report.representatives = len(enc.steps)
+    # one query here covers what hundreds of instance-by-instance queries would: its
+    # limit is ORBIT_QUERY_FACTOR times the per-query limit
+    ms = max(1, int(timeout * ORBIT_QUERY_FACTOR * 1000))
+    known = {n: ("Bool" if z3.is_bool(v) else "Int") for n, v in zip(enc.names, enc.cur)}
+    by_slot: dict[int, list[int]] = {}
+    for n, (_, _, slots) in enumerate(everything):
+        paged = slots - ren.shared
+        if paged:
+            by_slot.setdefault(min(paged), []).append(n)
+    always = [n for n, (_, _, slots) in enumerate(everything) if slots <= ren.shared]
+
+    def premise(vocab: set[int] | None) -> list[z3.BoolRef]:
+        if vocab is None:
+            chosen: Iterable[int] = range(len(everything))
+        else:
+            picked = set(always)
+            for s in vocab:
+                for n in by_slot.get(s, ()):
+                    if everything[n][2] <= vocab:
+                        picked.add(n)
+            chosen = sorted(picked)
+        return [orbits.term(everything[n][0], everything[n][1]) for n in chosen]
+
+    def ask(goal: list[z3.BoolRef], vocab: set[int]) -> tuple[z3.CheckSatResult, Any]:
+        """Local premise first, then the whole invariant."""
+        for scope in (vocab | set(ren.shared), None):
+            s = z3.Solver()
+            s.set("timeout", ms)
+            s.set("arith.solver", 2)  # faster on these quantifier-free queries
+            s.set("relevancy", 0)
+            slots = range(len(enc.cur)) if scope is None else sorted(scope)
+            s.add(*[c for i in slots for c in [enc.in_domain(i, enc.cur[i])] if c is not None])
+            s.add(*premise(scope))
+            s.add(*goal)
+            report.queries += 1
+            res = s.check()
+            if res == z3.unsat:
+                return res, None
+            if scope is None:
+                return res, (s.model() if res == z3.sat else s.reason_unknown())
+        raise AssertionError("unreachable")
+
+    def read(step: Any) -> set[int]:
+        # one walk over every term of the step (they share most of their subterms)
+        terms = [step.enabled, step.error] + [u == u for u in step.updates.values()]
+        names = term_constants(z3.And(*terms), known)[0]
+        return {enc.slot[n] for n in names if n in enc.slot}
+
+    # 1. initiation
+    at = _Substitution([(v, enc.value(i, x)) for i, (v, x) in enumerate(zip(enc.cur,
+                                                                            system.initial))])
+    for c in orbits.clauses:
+        if not z3.is_true(z3.simplify(at(c.formula))):
+            report.problems.append(f"the initial state violates clause {c.index + 1} "
+                                   f"({c.label})")
+    if report.problems:
+        return report
+    report.passed.append(f"initiation: the initial state satisfies all {len(formulas)} "
+                         "representative clauses (and so every renaming of them)")
+    # 2. properties
+    for p in properties:
+        bad = enc.bad(p)
+        vocab = {enc.slot[n] for n in term_constants(bad, known)[0]}
+        res, why = ask([bad], vocab)
+        if res != z3.unsat:
+            return _fail(report, res, why, enc, f"the invariant does not exclude violations "
+                                                f"of {p.name}",
+                         f"whether the invariant excludes violations of {p.name}")
+    if properties:
+        report.passed.append("implication: the invariant excludes every violation of "
+                             + ", ".join(p.name for p in properties))
+    # 3. model errors and consecution, one action instance per orbit
+    for step in enc.steps:
+        r = read(step)
+        if step.errors:
+            res, why = ask([step.error], r)
+            if res != z3.unsat:
+                return _fail(report, res, why, enc, f"{step.inst.label()} may raise a model "
+                                                    "error from a state of the invariant",
+                             f"whether {step.inst.label()} may raise a model error")
+        written = set(step.updates)
+        fixed = {d: _args(step.inst, d) for d in ren.on}
+        targets: list[tuple[int, z3.BoolRef]] = []
+        vocab = r | written
+        post = _Substitution([(enc.cur[i], e) for i, e in step.updates.items()])
+        for c in orbits.clauses:
+            for images in orbits.fixing(c.index, fixed):
+                slots = orbits.slots(c.index, images)
+                if slots & written:
+                    vocab |= slots
+                    targets.append((c.index, post(orbits.term(c.index, images))))
+        broken = [z3.Not(t) for _, t in targets]
+        for i, e in step.updates.items():
+            dom = enc.in_domain(i, e)
+            if dom is not None:
+                broken.append(z3.Not(dom))
+        if not broken:
+            continue
+        res, why = ask([step.enabled, z3.Not(step.error), _mk_or(broken)], vocab)
+        if res == z3.unsat:
+            continue
+        if res == z3.sat:
+            report.broken = sorted({k for k, t in targets
+                                    if z3.is_false(why.eval(t, model_completion=True))})
+            pre = enc.state_of(why)
+            trace = cti_trace(system, pre, step.inst)
+            labels_broken = [orbits.clauses[k].label for k in report.broken] or [
+                "a variable leaves its domain"]
+            report.cti = CounterexampleToInduction(pre, trace, labels_broken)
+        return _fail(report, res, why, enc, f"consecution: the invariant is not inductive: "
+                                            f"{step.inst.label()} breaks it",
+                     f"whether {step.inst.label()} preserves the invariant")
+    report.passed.append(f"consecution: every renaming of the {len(formulas)} clauses "
+                         f"({len(everything)} instances) is preserved by each of the "
+                         f"{len(enc.steps)} representative action instances (the others are "
+                         "their renamings)")
+    return report
+
+
+def _fail(report: OrbitReport, res: z3.CheckSatResult, why: Any, enc: Encoding,
+          problem: str, question: str) -> OrbitReport:
+    """Record ``problem`` (sat) or that the solver could not decide ``question``."""
+    if res == z3.sat:
+        report.problems.append(problem)
+        if report.bad_state is None and report.cti is None:
+            report.bad_state = (enc.state_of(why), problem)
+    else:
+        report.problems.append(f"the solver could not decide {question} ({why})")
+        report.undecided = True
+    return report
+

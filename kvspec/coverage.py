@@ -38,13 +38,15 @@ from kvspec.lang.types import PAGE, REQUEST
 from kvspec.props.events import Event
 from kvspec.props.library import ALL as LIBRARY_ALL
 
-__all__ = ["Coverage", "CoverageRecorder", "DEFAULT_MAX_STATES", "RUNNER_MAX_STATES",
-           "VACUITY_RLIMIT", "coverage_of", "vacuous_invariants"]
+__all__ = ["Coverage", "CoverageRecorder", "DEFAULT_MAX_STATES", "RUNNER_MAX_SECONDS",
+           "RUNNER_MAX_STATES", "VACUITY_RLIMIT", "coverage_of", "vacuous_invariants"]
 
 #: the default state budget of :func:`coverage_of`
 DEFAULT_MAX_STATES = 200_000
 #: the budget ``kvspec.runner.run`` gives it after a symbolic engine (bmc, kind, pdr)
 RUNNER_MAX_STATES = 20_000
+#: and at most this many seconds: coverage is information, it must not outlast a proof
+RUNNER_MAX_SECONDS = 15.0
 #: Z3 resource limit of one vacuity query (work, not seconds: the same answer on any machine)
 VACUITY_RLIMIT = 5_000_000
 

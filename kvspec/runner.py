@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from kvspec.coverage import RUNNER_MAX_STATES, Coverage, coverage_of
+from kvspec.coverage import RUNNER_MAX_SECONDS, RUNNER_MAX_STATES, Coverage, coverage_of
 from kvspec.engines.refine import run_exact
 from kvspec.lang.system import System
 from kvspec.trace import DocumentError, load_json_document
@@ -253,9 +253,11 @@ def run(system: System, engine: str = "auto", *, depth: int = 30, timeout: float
 def _coverage(system: System, timeout: float | None, started: float,
               progress: ProgressFn | None) -> Coverage | None:
     """Coverage after an engine that does not record it: an exploration within
-    ``RUNNER_MAX_STATES`` states and what is left of ``timeout`` (None when nothing is)."""
-    left = None if timeout is None else timeout - (time.monotonic() - started)
-    if left is not None and left <= 0:
+    ``RUNNER_MAX_STATES`` states, ``RUNNER_MAX_SECONDS`` and what is left of ``timeout``
+    (None when nothing is)."""
+    left = RUNNER_MAX_SECONDS if timeout is None else \
+        min(RUNNER_MAX_SECONDS, timeout - (time.monotonic() - started))
+    if left <= 0:
         return None
     if progress is not None:
         progress(0, 0, time.monotonic() - started, "coverage")

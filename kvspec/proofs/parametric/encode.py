@@ -505,12 +505,20 @@ class ParamExec:
                 ) -> list[z3.ExprRef]:
         """The id terms an index expression of ``var`` denotes."""
         if var.dim == PAGE_BY_REQUEST:
-            # m.x[p, r] is lowered to the flat index p * requests + r
-            if (isinstance(index, ir.Arith) and index.op == "+" and isinstance(index.a, ir.Arith)
-                    and index.a.op == "*" and isinstance(index.a.b, ir.Const)):
-                out = [self.ex(index.a.a, fn), self.ex(index.b, fn)]
-            else:
+            # m.x[p, r] is lowered to the flat slot p * stride_p + r * stride_r (a stride
+            # of 1 folded away); the two ids are told apart by their sorts
+            parts = []
+            if isinstance(index, ir.Arith) and index.op == "+":
+                for part in (index.a, index.b):
+                    if isinstance(part, ir.Arith) and part.op == "*" \
+                            and isinstance(part.b, ir.Const):
+                        part = part.a
+                    parts.append(self.ex(part, fn))
+            by_sort = {p.sort(): p for p in parts if isinstance(p, z3.ExprRef)}
+            page, req = self.sorts.sort[PAGE], self.sorts.sort[REQUEST]
+            if len(parts) != 2 or set(by_sort) != {page, req}:
                 raise Unsupported(where, f"an index of {var.name} that is not [page, request]")
+            out = [by_sort[page], by_sort[req]]
         else:
             out = [self.ex(index, fn)]
         for i, dim in zip(out, var_dims(var)):
@@ -577,6 +585,8 @@ class ParamExec:
                 raise Unsupported(where, f"{var.name} is read at another element than the one "
                                          "the loop over ids writes")
             g2 = self.view[var.name]
+            if e.along == 0:  # m.x[:, r]: the column of request r, over pages
+                return Vec(PAGE, lambda y, g2=g2, row=row: g2(y, row))
             return Vec(REQUEST, lambda y, g2=g2, row=row: g2(row, y))
         if isinstance(e, ir.Uniform):
             val = e.value

@@ -58,7 +58,7 @@ from kvspec.engines.transition import (
 )
 from kvspec.lang.errors import ModelError
 from kvspec.lang.symmetry import analyse_symmetry
-from kvspec.lang.system import ActionInstance, Property, System, compile_model
+from kvspec.lang.system import ActionInstance, Property, System, compile_model, settable_sizes
 from kvspec.proofs.certificate import Invariant, verify_invariant, write_certificate
 from kvspec.proofs.smt_check import deep_terms
 from kvspec.trace import InternalError
@@ -110,7 +110,8 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
     seed: list[int] = []
     support: dict[int | str, set[int]] = {}
     if dict(small_schema.sizes) != dict(system.sizes):
-        small = compile_model(system.loaded, small_schema.sizes, [p.name for p in system.properties],
+        small = compile_model(system.loaded, settable_sizes(system.loaded, small_schema.sizes),
+                              [p.name for p in system.properties],
                               inflight_bound=system.inflight_bound)
         small_ts = TransitionSystem(small, "bv")
         small_sym = (symmetric[0] and small_schema.requests > 1,

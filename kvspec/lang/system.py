@@ -281,6 +281,14 @@ def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str) -> dic
     return {name: sizes[name] for name in known}
 
 
+def settable_sizes(loaded: LoadedModel, sizes: dict[str, int]) -> dict[str, int]:
+    """``sizes`` (a compiled system's, say) without the derived ones: what
+    :func:`compile_model` takes to compile the model again (it recomputes the derived
+    sizes from the others, and rejects them as overrides)."""
+    derived = {s.name for s in loaded.decl.sizes if s.derived is not None}
+    return {k: v for k, v in sizes.items() if k not in derived}
+
+
 def _derived_size(s: SizeParam, sizes: dict[str, int], file: str) -> int:
     """The value of a derived size from the sizes resolved so far."""
     assert s.derived is not None

@@ -1,10 +1,15 @@
 """Regressions found reviewing index spaces, derived sizes and the native search."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 from conftest import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
 
 DERIVED = textwrap.dedent('''\
     from kvspec import Int, Model, Page, Pages, Request, Requests, Size, action, invariant, require, var
@@ -49,3 +54,30 @@ def test_all_sizes_with_a_derived_size_proves_at_the_fixed_size(tmp_path: Path) 
     out = " ".join(run.out.split())  # the report wraps long lines
     assert run.code == 0, out
     assert "PROVED" in out and "not for all sizes" in out, out
+
+
+def test_a_counterexample_program_replays_with_a_derived_size(tmp_path: Path) -> None:
+    """The program of a counterexample names every size of the trace, the derived one
+    too: loading the model at those sizes must not reject it."""
+    path = tmp_path / "d.py"
+    path.write_text(DERIVED.replace("<= s.cap", "< s.cap"))
+    program = tmp_path / "cex.py"
+    run = run_cli("verify", str(path), "--engine", "explicit", "--backend", "python",
+                  "--property", "at-most-cap", "--python", str(program))
+    assert run.code == 1, run.out + run.err
+    assert '"cap": 2' in program.read_text()
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "VIOLATED at-most-cap" in done.stdout
+
+
+def test_a_derived_size_given_its_own_value_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "d.py"
+    path.write_text(DERIVED)
+    ok = run_cli("verify", str(path), "--size", "pages=6,cap=3", "--engine", "explicit",
+                 "--backend", "python", "--property", "at-most-cap")
+    assert ok.code == 0, ok.out + ok.err
+    bad = run_cli("verify", str(path), "--size", "pages=6,cap=2")
+    assert bad.code == 2
+    assert "size cap is derived from the other sizes; set those instead (here it is 3)" in bad.err

@@ -265,9 +265,6 @@ def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str) -> dic
     sizes = {}
     for name, s in known.items():
         if s.derived is not None:
-            if name in overrides:
-                raise UsageError(f"{file}: size {name} is derived from the other sizes; set "
-                                 "those instead")
             continue
         value = overrides.get(name, s.default)
         try:
@@ -278,6 +275,11 @@ def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str) -> dic
     for name, s in known.items():
         if s.derived is not None:
             sizes[name] = _derived_size(s, sizes, file)
+            # a full set of sizes (a trace's, a certificate's) names it with the value it
+            # has; any other value is an attempt to set it
+            if name in overrides and overrides[name] != sizes[name]:
+                raise UsageError(f"{file}: size {name} is derived from the other sizes; set "
+                                 f"those instead (here it is {sizes[name]})")
     return {name: sizes[name] for name in known}
 
 

@@ -81,3 +81,21 @@ def test_a_derived_size_given_its_own_value_is_accepted(tmp_path: Path) -> None:
     bad = run_cli("verify", str(path), "--size", "pages=6,cap=2")
     assert bad.code == 2
     assert "size cap is derived from the other sizes; set those instead (here it is 3)" in bad.err
+
+
+def test_count_of_a_uniform_array_mask_is_valid_code() -> None:
+    """``count``/``any`` of ``array == v`` is generated as ``array.count(v)``; a monitor
+    array no event changes is the expression ``(v,) * n``, which needs parentheses."""
+    from types import SimpleNamespace
+
+    from kvspec.lang import ir
+    from kvspec.lang.pygen import PyGen
+
+    gen = PyGen(SimpleNamespace(counts={"request": 3}), lambda f, a: f, {})
+    uniform = ir.Uniform(0, None, ty=ir.VecT("m", "request", ir.IntT(0, 3)), line=1)
+    for value, count in ((0, 3), (2, 0)):
+        mask = ir.VecCompare("==", uniform, ir.Const(value, ty=ir.IntT(value, value), line=1),
+                             ty=ir.MaskT("request"), line=1)
+        for op, want in (("count", count), ("sum", count), ("any", count > 0)):
+            code = gen.ex(ir.Reduce(op, mask, ty=ir.IntT(0, 3), line=1), None)  # type: ignore[arg-type]
+            assert eval(code) == want, code  # noqa: S307 - the generated expression

@@ -99,3 +99,22 @@ def test_count_of_a_uniform_array_mask_is_valid_code() -> None:
         for op, want in (("count", count), ("sum", count), ("any", count > 0)):
             code = gen.ex(ir.Reduce(op, mask, ty=ir.IntT(0, 3), line=1), None)  # type: ignore[arg-type]
             assert eval(code) == want, code  # noqa: S307 - the generated expression
+
+
+def test_masks_over_different_spaces_are_named_once_plural(write_model) -> None:  # type: ignore[no-untyped-def]
+    path = write_model("""
+from kvspec import Model, Ranks, Request, Requests, action, require
+
+class M(Model):
+    requests = Requests(2)
+    ranks = Ranks(2)
+    f = requests.by(ranks).var(bool, init=False)
+    g = requests.var(bool, init=False)
+
+    @action
+    def a(s, r: Request):
+        require((s.f.any(axis=s.requests) & s.g).any())
+""")
+    run = run_cli("verify", str(path))
+    assert run.code == 2
+    assert "(mask over ranks & mask over requests)" in run.err, run.err

@@ -33,7 +33,7 @@ from hypothesis import seed as hypothesis_seed
 
 from kvspec.engines.fuzz import fuzz_settings, state_machine
 from kvspec.lang.loader import load_model
-from kvspec.lang.system import ActionInstance, System, compile_model
+from kvspec.lang.system import ActionInstance, System, compile_model, settable_sizes
 from kvspec.trace import Trace, TraceStep
 from kvspec.verdict import Result, Status, Verdict
 
@@ -55,7 +55,7 @@ def load(model: ModelLike, *, sizes: Mapping[str, int] | None = None,
             raise ValueError("model_class applies to a model path, not a System")
         if not sizes and not properties:
             return model
-        return compile_model(model.loaded, dict(sizes or model.sizes),
+        return compile_model(model.loaded, dict(sizes or settable_sizes(model.loaded, model.sizes)),
                              list(properties) if properties else None)
     loaded = load_model(model, model_class)
     return compile_model(loaded, dict(sizes or {}), list(properties) if properties else None)

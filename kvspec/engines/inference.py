@@ -479,10 +479,12 @@ def sample_states(system: Any, *, max_states: int = 30000, deadline: Any = None
     ``deadline`` of the run, if any: a sample cut short is still a sample, since every
     candidate is checked for inductiveness afterwards)."""
     from kvspec.engines.explicit import Limits, explore
-    from kvspec.lang.system import compile_model
+    from kvspec.lang.system import compile_model, settable_sizes
 
-    sizes = dict(system.sizes)
+    sizes = settable_sizes(system.loaded, system.sizes)
     for decl in system.loaded.decl.sizes:
+        if decl.derived is not None:
+            continue
         if decl.dim == REQUEST:
             sizes[decl.name] = min(sizes[decl.name], 2)
         elif decl.dim == PAGE:

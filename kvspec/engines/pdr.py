@@ -53,7 +53,7 @@ from kvspec.engines.transition import (
 )
 from kvspec.lang.errors import ModelError
 from kvspec.lang.symmetry import analyse_symmetry
-from kvspec.lang.system import Property, System, compile_model
+from kvspec.lang.system import Property, System, compile_model, settable_sizes
 from kvspec.proofs.certificate import Invariant, verify_invariant, write_certificate
 from kvspec.proofs.orbits import representatives_view
 from kvspec.proofs.smt_check import deep_terms
@@ -117,7 +117,8 @@ def select_small(system: System, symmetric: tuple[bool, bool], deadline: Deadlin
                  sample_seconds=round(time.monotonic() - t0, 2))
     out = SmallSelection(templates, sample, [], {}, notes)
     if dict(small_schema.sizes) != dict(system.sizes):
-        small = compile_model(system.loaded, small_schema.sizes, [p.name for p in system.properties],
+        small = compile_model(system.loaded, settable_sizes(system.loaded, small_schema.sizes),
+                              [p.name for p in system.properties],
                               inflight_bound=system.inflight_bound)
         small_ts = TransitionSystem(small, "bv")
         small_sym = (symmetric[0] and small_schema.requests > 1,

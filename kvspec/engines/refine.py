@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kvspec.lang.system import System, compile_model
+from kvspec.lang.system import System, compile_model, settable_sizes
 from kvspec.props import library
 from kvspec.trace import Trace
 from kvspec.verdict import Result, Status, Verdict
@@ -56,7 +56,7 @@ def run_exact(system: System, run_once: Callable[[System], Result]) -> Result:
     for bound in bounds:
         if not bad:
             break
-        again = compile_model(system.loaded, dict(system.sizes), bad, inflight_bound=bound)
+        again = compile_model(system.loaded, settable_sizes(system.loaded, system.sizes), bad, inflight_bound=bound)
         redo = run_once(again)
         by_name = {v.prop: v for v in redo.verdicts}
         result.verdicts = [by_name.get(v.prop, v) for v in result.verdicts]

@@ -80,7 +80,8 @@ class MaskT:
     dim: str
 
     def describe(self) -> str:
-        return f"mask over {self.dim}s"
+        # index spaces are named in the plural already (``ranks``), requests/pages not
+        return f"mask over {self.dim if self.dim.endswith('s') else self.dim + 's'}"
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,8 @@ class PyGen:
                     and not (isinstance(m.b, ir.Const) and m.b.value is True):
                 # the same count / test without building the mask (``==`` item by item)
                 a, b = self.ex(m.a, fn), self.ex(m.b, fn)
-                return f"{a}.count({b})" if e.op != "any" else f"{a}.__contains__({b})"
+                # (parenthesised: a uniform array is ``(v,) * n``)
+                return f"({a}).count({b})" if e.op != "any" else f"({a}).__contains__({b})"
             return _reduction(e.op, self.ex(e.mask, fn))
         if isinstance(e, ir.Fold):
             values = "(" + "".join(f"{v}, " for v in e.domain.values) + ")"

@@ -275,12 +275,20 @@ def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str) -> dic
     for name, s in known.items():
         if s.derived is not None:
             sizes[name] = _derived_size(s, sizes, file)
-            # a system's own sizes (derived ones included) compile it again; any other
-            # value would contradict the declaration
+            # a full set of sizes (a trace's, a certificate's) names it with the value it
+            # has; any other value is an attempt to set it
             if name in overrides and overrides[name] != sizes[name]:
-                raise UsageError(f"{file}: size {name} is derived from the other sizes "
-                                 f"({name}={sizes[name]} here); set those instead")
+                raise UsageError(f"{file}: size {name} is derived from the other sizes; set "
+                                 f"those instead (here it is {sizes[name]})")
     return {name: sizes[name] for name in known}
+
+
+def settable_sizes(loaded: LoadedModel, sizes: dict[str, int]) -> dict[str, int]:
+    """``sizes`` (a compiled system's, say) without the derived ones: what
+    :func:`compile_model` takes to compile the model again (it recomputes the derived
+    sizes from the others, and rejects them as overrides)."""
+    derived = {s.name for s in loaded.decl.sizes if s.derived is not None}
+    return {k: v for k, v in sizes.items() if k not in derived}
 
 
 def _derived_size(s: SizeParam, sizes: dict[str, int], file: str) -> int:

@@ -162,7 +162,7 @@ def _full_path(system: System, short: str) -> str:
 
 
 def _bigger(system: System) -> System | None:
-    from kvspec.lang.system import compile_model
+    from kvspec.lang.system import compile_model, settable_sizes
 
     ids = id_size_names(system)
     over = {k: v + 1 for k, v in system.sizes.items() if k in ids}
@@ -170,8 +170,9 @@ def _bigger(system: System) -> System | None:
         return None
     props = [p.name for p in system.properties]
     try:
-        return compile_model(system.loaded, {**system.sizes, **over}, props,
-                             inflight_bound=system.inflight_bound)
+        bigger = compile_model(system.loaded, {**settable_sizes(system.loaded, system.sizes),
+                                               **over}, props,
+                               inflight_bound=system.inflight_bound)
     except ModelError as exc:
         where = f"{exc.file or system.loaded.file}:{exc.line or 0}"
         raise Unsupported(where, f"the model cannot be compiled with more requests and pages "
@@ -179,6 +180,14 @@ def _bigger(system: System) -> System | None:
     except UsageError as exc:
         raise Unsupported(system.loaded.file, f"the model cannot be compiled with more "
                                               f"requests and pages ({exc})") from None
+    for s in system.loaded.decl.sizes:
+        if s.derived is not None and bigger.sizes[s.name] != system.sizes[s.name]:
+            # a size that grows with the ids is a constant that differs with the size
+            raise Unsupported(f"{system.loaded.file}:{s.line or 0}",
+                              f"the size {s.name!r} is derived from the number of requests or "
+                              "pages (the all-sizes engine reads the other sizes as fixed "
+                              "constants; check it at fixed sizes)")
+    return bigger
 
 
 def _constants(system: System) -> list[tuple[str, int, Any]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import sys
 import threading
@@ -620,7 +621,25 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None,
             traceback.print_exception(type(exc), exc, exc.__traceback__, file=err)
         return _error(err, exc)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a bare traceback
+        if _interrupt_inside(exc):
+            return _interrupted(args, out, err)
         return _internal(err, exc, debug)
+
+
+def _interrupt_inside(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C in disguise: ctypes (under Z3's API) turns a
+    KeyboardInterrupt raised while it converts a call's arguments into
+    ``ArgumentError("argument 1: KeyboardInterrupt: ")``, without chaining it."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        if isinstance(e, ctypes.ArgumentError) and ": KeyboardInterrupt:" in f"{e}:":
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def entry() -> None:

@@ -3,6 +3,7 @@ internal errors (70), bad option values (2, before any work) and Ctrl-C (130).""
 from __future__ import annotations
 
 import ast
+import ctypes
 import importlib.metadata
 import json
 import re
@@ -290,6 +291,25 @@ def test_interrupted_verify_reports_unknown(monkeypatch: pytest.MonkeyPatch, mod
                                             name: str, argv: list[str]) -> None:
     monkeypatch.setattr(module, name, _interrupt)
     _assert_interrupted_text(run_cli("verify", str(MODELS / "patched.py"), *argv))
+
+
+def _ctypes_argument_error(message: str) -> Any:
+    def raise_it(*args: Any, **kwargs: Any) -> Any:
+        raise ctypes.ArgumentError(message)
+    return raise_it
+
+
+def test_ctrl_c_inside_a_z3_call_is_an_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ctypes turns a Ctrl-C that arrives while it converts a Z3 call's arguments into
+    an ArgumentError naming KeyboardInterrupt: that is still an interrupt (130), not an
+    internal error; any other ArgumentError stays an internal error (70)."""
+    monkeypatch.setattr(kvspec.engines.auto, "run_auto",
+                        _ctypes_argument_error("argument 1: KeyboardInterrupt: "))
+    _assert_interrupted_text(run_cli("verify", str(MODELS / "patched.py")))
+    monkeypatch.setattr(kvspec.engines.auto, "run_auto",
+                        _ctypes_argument_error("argument 2: TypeError: wrong type"))
+    res = run_cli("verify", str(MODELS / "patched.py"))
+    assert res.code == 70 and "internal error: ArgumentError" in res.err
 
 
 def test_interrupted_verify_json_is_a_result_document(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from kvspec.lang.schema import State
-from kvspec.lang.system import System
+from kvspec.lang.system import ActionInstance, System
 from kvspec.liveness.fair_cycles import Graph
-from kvspec.liveness.obligations import Monitor, Obligation, ObligationMonitor
+from kvspec.liveness.obligations import Monitor, MonitorStep, Obligation, ObligationMonitor
 
 TIMEOUT = "timeout"
 STATE_LIMIT = "state-limit"
@@ -95,49 +95,66 @@ def explore_product(system: System, monitor: ObligationMonitor, *, max_states: i
     pg.depth.append(0)
     pg._enabled.append(None)
     g.add_node()
+    expand = product_successors(system, monitor)
+    head = 0
+    with system.machine.session():
+        while head < len(pg.states):
+            d = pg.depth[head]
+            for inst, nxt, ms in expand(pg.states[head], pg.monitors[head]):
+                if ms.saturated:
+                    pg.saturated = True
+                key = (nxt, ms.monitor)
+                idx = index.get(key)
+                if idx is None:
+                    idx = len(pg.states)
+                    index[key] = idx
+                    pg.states.append(nxt)
+                    pg.monitors.append(ms.monitor)
+                    pg.depth.append(d + 1)
+                    pg._enabled.append(None)
+                    g.add_node()
+                    pg.parent_edge.append(len(g.src))
+                g.add_edge(head, idx, inst.index)
+                pg.discharged.append(ms.discharged)
+            head += 1
+            pg.expanded = head
+            if head < len(pg.states):
+                pg.stopped = limit_reached(len(pg.states), max_states, deadline)
+                if pg.stopped:
+                    break
+    pg.seconds = time.monotonic() - start
+    return pg
+
+
+def product_successors(system: System, monitor: ObligationMonitor
+                       ) -> Callable[[State, Monitor],
+                                     Iterator[tuple[ActionInstance, State, MonitorStep]]]:
+    """The transitions of the product out of a node (state, monitor): each enabled
+    action instance with its next state and the monitor's step. Instances that share a
+    false leading guard are skipped together. Both breadth-first searches (this
+    module's and :mod:`kvspec.liveness.quotient`'s) expand nodes with it."""
     batches = system.batches()
     step = system.machine.step
     guard_ok = system.machine.guard
     advance = monitor.advance
-    head = 0
-    with system.machine.session():
-        while head < len(pg.states):
-            s = pg.states[head]
-            mon = pg.monitors[head]
-            d = pg.depth[head]
-            for guard, groups in batches:
-                for gkey, group in groups:
-                    if guard is not None and not guard_ok(s, guard, gkey):
-                        continue
-                    for inst in group:
-                        out = step(s, inst.action.fn, inst.args)
-                        if out is None:
-                            continue
-                        nxt, events, _violations = out
-                        ms = advance(mon, events)
-                        if ms.saturated:
-                            pg.saturated = True
-                        key = (nxt, ms.monitor)
-                        idx = index.get(key)
-                        if idx is None:
-                            idx = len(pg.states)
-                            index[key] = idx
-                            pg.states.append(nxt)
-                            pg.monitors.append(ms.monitor)
-                            pg.depth.append(d + 1)
-                            pg._enabled.append(None)
-                            g.add_node()
-                            pg.parent_edge.append(len(g.src))
-                        g.add_edge(head, idx, inst.index)
-                        pg.discharged.append(ms.discharged)
-            head += 1
-            pg.expanded = head
-            if head < len(pg.states):
-                if deadline is not None and time.monotonic() >= deadline:
-                    pg.stopped = TIMEOUT
-                    break
-                if max_states is not None and len(pg.states) > max_states:
-                    pg.stopped = STATE_LIMIT
-                    break
-    pg.seconds = time.monotonic() - start
-    return pg
+
+    def expand(s: State, mon: Monitor) -> Iterator[tuple[ActionInstance, State, MonitorStep]]:
+        for guard, groups in batches:
+            for gkey, group in groups:
+                if guard is not None and not guard_ok(s, guard, gkey):
+                    continue
+                for inst in group:
+                    out = step(s, inst.action.fn, inst.args)
+                    if out is not None:
+                        yield inst, out[0], advance(mon, out[1])
+
+    return expand
+
+
+def limit_reached(states: int, max_states: int | None, deadline: float | None) -> str | None:
+    """Why a search with ``states`` nodes and more to expand stops now (None: it goes on)."""
+    if deadline is not None and time.monotonic() >= deadline:
+        return TIMEOUT
+    if max_states is not None and states > max_states:
+        return STATE_LIMIT
+    return None

@@ -45,7 +45,7 @@ from kvspec.lang.schema import State
 from kvspec.lang.system import ActionInstance, System
 from kvspec.lang.types import PAGE, REQUEST
 from kvspec.liveness.fair_cycles import Graph, fair_components, fair_cycle
-from kvspec.liveness.graph import STATE_LIMIT, TIMEOUT
+from kvspec.liveness.graph import limit_reached, product_successors
 from kvspec.liveness.obligations import Monitor, Obligation, ObligationMonitor
 from kvspec.trace import InternalError
 
@@ -182,51 +182,34 @@ def explore_quotient(system: System, monitor: ObligationMonitor, canon: Canonica
     qg.parent_edge.append(-1)
     qg.depth.append(0)
     g.add_node()
-    batches = system.batches()
-    step = system.machine.step
-    guard_ok = system.machine.guard
-    advance = monitor.advance
+    expand = product_successors(system, monitor)
     key = qg.key
     index = qg.index
     head = 0
     with system.machine.session():
         while head < len(qg.states):
-            s = qg.states[head]
-            mon = qg.monitors[head]
             d = qg.depth[head]
-            for guard, groups in batches:
-                for gkey, group in groups:
-                    if guard is not None and not guard_ok(s, guard, gkey):
-                        continue
-                    for inst in group:
-                        out = step(s, inst.action.fn, inst.args)
-                        if out is None:
-                            continue
-                        nxt, events, _violations = out
-                        ms = advance(mon, events)
-                        if ms.saturated:
-                            qg.saturated = True
-                        node, perm = key(nxt, ms.monitor)
-                        idx = index.get(node)
-                        if idx is None:
-                            idx = len(qg.states)
-                            index[node] = idx
-                            qg.states.append(node[0])
-                            qg.monitors.append(node[1])
-                            qg.depth.append(d + 1)
-                            g.add_node()
-                            qg.parent_edge.append(len(g.src))
-                        g.add_edge(head, idx, inst.index)
-                        qg.discharged.append(ms.discharged)
-                        qg.perms.append(perm)
+            for inst, nxt, ms in expand(qg.states[head], qg.monitors[head]):
+                if ms.saturated:
+                    qg.saturated = True
+                node, perm = key(nxt, ms.monitor)
+                idx = index.get(node)
+                if idx is None:
+                    idx = len(qg.states)
+                    index[node] = idx
+                    qg.states.append(node[0])
+                    qg.monitors.append(node[1])
+                    qg.depth.append(d + 1)
+                    g.add_node()
+                    qg.parent_edge.append(len(g.src))
+                g.add_edge(head, idx, inst.index)
+                qg.discharged.append(ms.discharged)
+                qg.perms.append(perm)
             head += 1
             qg.expanded = head
             if head < len(qg.states):
-                if deadline is not None and time.monotonic() >= deadline:
-                    qg.stopped = TIMEOUT
-                    break
-                if max_states is not None and len(qg.states) > max_states:
-                    qg.stopped = STATE_LIMIT
+                qg.stopped = limit_reached(len(qg.states), max_states, deadline)
+                if qg.stopped:
                     break
     qg.seconds = time.monotonic() - start
     return qg

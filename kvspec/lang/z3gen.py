@@ -78,6 +78,30 @@ def ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
     return _to_expr_ref(z3.Z3_mk_ite(ctx.ref(), c.as_ast(), a.as_ast(), b.as_ast()), ctx)
 
 
+def encode_if(f: Any, c: z3.BoolRef, block: Callable[[list[ir.Stmt]], None], st: ir.If,
+              merge_values: Callable[[Any, Any], Any]) -> None:
+    """Both branches of ``st`` run under their guards (``c``, ``not c``) on frame ``f``
+    (its ``env`` of local values, ``push``/``pop`` of guards); afterwards each local
+    is the value of the side that assigned it, or both merged. The symbolic and the
+    parametric interpretation share it, each with its own value merge."""
+    before = dict(f.env)
+    f.push(c)
+    block(st.body)
+    f.pop()
+    then_env = f.env
+    f.env = dict(before)
+    f.push(not_(c))
+    block(st.orelse)
+    f.pop()
+    else_env = f.env
+    merged: dict[str, Any] = {}
+    for name in set(then_env) | set(else_env):
+        a, b = then_env.get(name), else_env.get(name)
+        merged[name] = a if b is None else b if a is None else (
+            a if a is b else merge_values(a, b))
+    f.env = merged
+
+
 def merge(c: z3.BoolRef, a: Any, b: Any) -> Any:
     if isinstance(a, list):
         return [ite(c, x, y) for x, y in zip(a, b)]
@@ -270,22 +294,8 @@ class SymExec:
             self.violations[st.prop] = or_(self.violations.get(st.prop, FALSE), f.g)
         elif isinstance(st, ir.If):
             c = self.ex(st.test, fn)
-            before = dict(f.env)
-            f.push(c)
-            self.block(st.body, fn)
-            f.pop()
-            then_env = f.env
-            f.env = dict(before)
-            f.push(not_(c))
-            self.block(st.orelse, fn)
-            f.pop()
-            else_env = f.env
-            merged: dict[str, Any] = {}
-            for name in set(then_env) | set(else_env):
-                a, b = then_env.get(name), else_env.get(name)
-                merged[name] = a if b is None else b if a is None else (
-                    a if a is b else merge(c, a, b))
-            f.env = merged
+            encode_if(f, c, lambda body: self.block(body, fn), st,
+                      lambda a, b: merge(c, a, b))
         elif isinstance(st, ir.For):
             f.loops.append([TRUE, TRUE])
             for v in st.domain.values:

@@ -35,7 +35,7 @@ import z3
 from kvspec.lang import ir
 from kvspec.lang.schema import VarInfo
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, ValueType
-from kvspec.lang.z3gen import FALSE, TRUE, and_, is_false, is_true, not_, or_
+from kvspec.lang.z3gen import FALSE, TRUE, and_, encode_if, is_false, is_true, not_, or_
 from kvspec.proofs.parametric.values import (MAX_COUNT, NONE, Count, Sorts, Unsupported, Vec,
                                              View, at_least, exists, forall, int_range,
                                              var_dims, where_of)
@@ -299,22 +299,8 @@ class ParamExec:
             self.violations[st.prop] = or_(self.violations.get(st.prop, FALSE), self.some(f.g))
         elif isinstance(st, ir.If):
             c = self.boolean(self.ex(st.test, fn), where)
-            before = dict(f.env)
-            f.push(c)
-            self.block(st.body, fn)
-            f.pop()
-            then_env = f.env
-            f.env = dict(before)
-            f.push(not_(c))
-            self.block(st.orelse, fn)
-            f.pop()
-            else_env = f.env
-            merged: dict[str, Any] = {}
-            for name in set(then_env) | set(else_env):
-                a, b = then_env.get(name), else_env.get(name)
-                merged[name] = a if b is None else b if a is None else (
-                    a if a is b else self.merge(c, a, b, where))
-            f.env = merged
+            encode_if(f, c, lambda body: self.block(body, fn), st,
+                      lambda a, b: self.merge(c, a, b, where))
         elif isinstance(st, ir.For):
             self.loop(st, fn, where)
         elif isinstance(st, (ir.Break, ir.Continue)):

@@ -348,6 +348,26 @@ def test_time_limit_interrupts_code_that_never_polls() -> None:
         pass
 
 
+class _SlowArgument:
+    """A ctypes argument whose conversion never ends (as Z3's API calls convert theirs)."""
+
+    @property
+    def _as_parameter_(self) -> int:
+        while True:
+            pass
+
+
+def test_a_timeout_inside_a_ctypes_call_is_a_timeout_not_an_internal_error() -> None:
+    """ctypes reports an exception raised while it converts a call's arguments as
+    ``ArgumentError("argument 1: OutOfTime: ...")``: the limit still says where it hit."""
+    import ctypes
+    libc = ctypes.CDLL(None)
+    with pytest.raises(OutOfTime, match="timeout during invariant inference"):
+        with time_limit(Deadline(0.2), "invariant inference"):
+            libc.abs(_SlowArgument())
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
 # -- timeouts and bounds: one meaning for every engine ----------------------------------------
 
 BAD_LIMITS = [

@@ -14,6 +14,7 @@ what it has not decided; it never turns an unfinished search into a success.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import random
 import resource
@@ -178,6 +179,12 @@ def _alarm(deadline: Deadline, phase: str, left: float, pending: tuple[float, fl
     signal.setitimer(signal.ITIMER_REAL, max(left, 1e-4), _ALARM_REPEAT_S)
     try:
         yield
+    except ctypes.ArgumentError as exc:
+        # the alarm fired while ctypes (under Z3's API) converted a call's arguments:
+        # it reports that as ``ArgumentError("argument 1: OutOfTime: ...")``
+        if ": OutOfTime:" in f"{exc}:":
+            raise OutOfTime(deadline.phase or phase) from exc
+        raise
     finally:
         active[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import time
+from pathlib import Path
 
 import pytest
 from conftest import system_of
 
 import kvspec.engines.auto as auto
+from kvspec.proofs.certificate import certificate_path, check_certificate
 from kvspec.runner import run
 
 
@@ -99,3 +101,33 @@ def test_the_bmc_stage_starts_where_the_explicit_search_left_off(
     methods = {v.prop: v.method for v in result.verdicts}
     assert methods["rejection-is-terminal"] == "explicit"  # found within the explored depth
     assert methods["no-decode-after-rejection"] == "bmc"
+
+
+def test_beyond_small_state_spaces_a_symmetric_model_is_proved_one_orbit_at_a_time(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """When the explicit stage stops at its budget, the small size's clauses are checked
+    one orbit at a time before the whole transition system is built for BMC: a proof
+    that needs neither BMC nor the full encoding, re-checked and saved as a certificate."""
+    monkeypatch.setattr(auto, "SMALL_STATES", 50)
+    system = system_of("patched.py", {"requests": 3, "pages": 4})
+    result = run(system, "auto", coverage=False, save_proof=True, proofs_dir=tmp_path)
+    stages = [s["stage"] for s in result.stats.extra["auto"]]
+    assert stages == ["explicit", "orbits"]
+    assert all(v.status.value == "PROVED" and "orbit representatives" in v.detail
+               for v in result.verdicts)
+    assert check_certificate(certificate_path(system, tmp_path), system).ok
+
+
+def test_the_orbit_stage_leaves_violations_to_bmc_with_their_shortest_lengths(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auto, "SMALL_STATES", 50)
+    result = run(system_of("buggy_pd.py", {"requests": 3, "pages": 4}), "auto", coverage=False)
+    stages = {s["stage"]: s for s in result.stats.extra["auto"]}
+    assert stages["orbits"]["proved"] == ["no-reuse-before-drain"]
+    by_prop = {v.prop: v for v in result.verdicts}
+    assert by_prop["no-reuse-before-drain"].status.value == "PROVED"
+    assert [(p, by_prop[p].status.value, len(by_prop[p].trace or []))
+            for p in ("no-decode-after-rejection", "rejection-is-terminal",
+                      "no-read-beyond-written")] == [
+        ("no-decode-after-rejection", "VIOLATED", 9), ("rejection-is-terminal", "VIOLATED", 3),
+        ("no-read-beyond-written", "VIOLATED", 9)]

@@ -8,6 +8,12 @@
    states (50,000, and 2.5 million step-function calls; ``--max-states N`` replaces
    that cap): HOLDS (exhaustive) / VIOLATED (explicit). A search the cap stops still
    decides every violation within the depth it completed (breadth-first: shortest).
+   2b. **Orbit proof** when that search stopped at its budget and the model is
+   symmetric in its requests or pages: the clauses inferred at a small size, checked
+   at this size one orbit of action instances at a time
+   (:func:`kvspec.engines.pdr.prove_by_orbits`) — PROVED (pdr, …, orbit
+   representatives) for what they prove, before anything builds the whole
+   transition system, which is what grows fastest with the size.
 3. **Quick BMC** for what is still open — bounded model checking up to depth
    ``QUICK_BMC_DEPTH`` (12), within ``QUICK_BMC_WORK`` (100 million) Z3 resource units
    (``rlimit``) for all its queries together: shallow bugs of large models, with
@@ -32,7 +38,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvspec.coverage import Coverage
 from kvspec.engines.bmc import Deadline, Search, build
@@ -42,6 +48,9 @@ from kvspec.engines.transition import python_handles_ctrl_c
 from kvspec.lang.system import Property, System
 from kvspec.proofs.certificate import certificate_path, check_certificate
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
+
+if TYPE_CHECKING:
+    from kvspec.engines.pdr import SmallSelection
 
 ProgressFn = Callable[[int, int, float, str], None]  # states, depth, seconds, stage
 
@@ -80,6 +89,11 @@ def run_auto(system: System, *, timeout: float | None, max_states: int | None, s
         if pending:
             pending = _explicit(system, pending, verdicts, stages, stats, deadline, max_states,
                                 symmetry, progress, coverage, backend, warn)
+        small = None
+        if pending and not deadline.expired() and _explicit_incomplete(stages) and symmetry:
+            small = _orbits(system, pending, verdicts, stages, deadline, max_states, save_proof,
+                            proofs_dir, progress)
+            pending = [p for p in pending if p.name not in verdicts]
         if pending and not deadline.expired():
             covered = max(stats.depth - 1, -1) if stats.states else -1
             _quick_bmc(system, pending, verdicts, stages, stats, deadline, symmetry, progress,
@@ -87,7 +101,7 @@ def run_auto(system: System, *, timeout: float | None, max_states: int | None, s
             pending = [p for p in pending if p.name not in verdicts]
         if pending and not deadline.expired():
             _pdr(system, pending, verdicts, stages, deadline, max_states, symmetry, save_proof,
-                 proofs_dir, progress)
+                 proofs_dir, progress, small)
     except OutOfTime as exc:
         stopped = str(exc)
         stages.append({"stage": exc.phase or "auto", "stopped": stopped,
@@ -141,11 +155,41 @@ def _quick_bmc(system: System, pending: list[Property], verdicts: dict[str, Verd
     stats.depth = max(stats.depth, search.depth, 0)
 
 
+def _explicit_incomplete(stages: list[dict[str, Any]]) -> bool:
+    """Stage 2 ran and stopped at its budget: the state space is not small."""
+    return any(st.get("stage") == "explicit" and not st.get("complete") for st in stages)
+
+
+def _orbits(system: System, pending: list[Property], verdicts: dict[str, Verdict],
+            stages: list[dict[str, Any]], deadline: Deadline, max_states: int | None,
+            save_proof: bool, proofs_dir: Path, progress: ProgressFn | None
+            ) -> SmallSelection | None:
+    """2b. Beyond the small state spaces, of a model symmetric in its requests or pages:
+    the small size's inferred clauses checked one orbit at a time at this size, before
+    anything builds the whole transition system (whose encoding grows faster than the
+    number of action instances: 151 CPU s for patched at requests=8, pages=64). Proofs
+    only (re-checked); what it cannot prove goes on to BMC and PDR, which reuse the
+    small size's selection. Returns that selection (None: not made)."""
+    from kvspec.engines.pdr import prove_by_orbits
+
+    t0 = time.monotonic()
+    proved, notes, small = prove_by_orbits(
+        system, [p.name for p in pending], deadline=deadline, symmetry=True,
+        save_proof=save_proof, proofs_dir=proofs_dir, max_states=max_states,
+        progress=progress)
+    verdicts.update(proved)
+    stages.append({"stage": "orbits", "proved": sorted(proved),
+                   "seconds": round(time.monotonic() - t0, 3),
+                   **{k: v for k, v in notes.items() if k in ("not_applicable", "stopped")}})
+    return small
+
+
 def _pdr(system: System, pending: list[Property], verdicts: dict[str, Verdict],
          stages: list[dict[str, Any]], deadline: Deadline, max_states: int | None,
-         symmetry: bool, save_proof: bool, proofs_dir: Path, progress: ProgressFn | None
-         ) -> None:
-    """4. PDR for the rest: proofs that re-checked, violations that replayed."""
+         symmetry: bool, save_proof: bool, proofs_dir: Path, progress: ProgressFn | None,
+         small: SmallSelection | None = None) -> None:
+    """4. PDR for the rest: proofs that re-checked, violations that replayed (with the
+    small size's selection of stage 2b when it made one)."""
     from kvspec.engines.pdr import run_pdr
 
     t0 = time.monotonic()
@@ -153,7 +197,8 @@ def _pdr(system: System, pending: list[Property], verdicts: dict[str, Verdict],
     if left is not None and left <= 0:
         return
     out = run_pdr(system, timeout=left, save_proof=save_proof, proofs_dir=proofs_dir,
-                  progress=progress, symmetry=symmetry, max_states=max_states, quick_depth=0)
+                  progress=progress, symmetry=symmetry, max_states=max_states, quick_depth=0,
+                  small=small)
     names = {p.name for p in pending}
     for v in out.verdicts:
         if v.prop in names and v.status is not Status.HOLDS:

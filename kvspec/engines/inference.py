@@ -472,14 +472,10 @@ class TemplateEvaluator:
         return out
 
 
-def sample_states(system: Any, *, max_states: int = 30000, deadline: Any = None
-                  ) -> tuple[Schema, list[State]]:
-    """Reachable states of a small configuration of ``system``'s model (two requests,
-    at most four pages), explored exhaustively when it fits ``max_states`` (and the
-    ``deadline`` of the run, if any: a sample cut short is still a sample, since every
-    candidate is checked for inductiveness afterwards)."""
-    from kvspec.engines.explicit import Limits, explore
-    from kvspec.lang.system import compile_model, settable_sizes
+def small_sizes(system: Any) -> dict[str, int]:
+    """The sizes of the small configuration candidates are sampled from: at most two
+    requests and four pages, every other size as ``system`` has it."""
+    from kvspec.lang.system import settable_sizes
 
     sizes = settable_sizes(system.loaded, system.sizes)
     for decl in system.loaded.decl.sizes:
@@ -489,6 +485,19 @@ def sample_states(system: Any, *, max_states: int = 30000, deadline: Any = None
             sizes[decl.name] = min(sizes[decl.name], 2)
         elif decl.dim == PAGE:
             sizes[decl.name] = min(sizes[decl.name], 4)
+    return sizes
+
+
+def sample_states(system: Any, *, max_states: int = 30000, deadline: Any = None
+                  ) -> tuple[Schema, list[State]]:
+    """Reachable states of a small configuration of ``system``'s model (two requests,
+    at most four pages), explored exhaustively when it fits ``max_states`` (and the
+    ``deadline`` of the run, if any: a sample cut short is still a sample, since every
+    candidate is checked for inductiveness afterwards)."""
+    from kvspec.engines.explicit import Limits, explore
+    from kvspec.lang.system import compile_model
+
+    sizes = small_sizes(system)
     small = compile_model(system.loaded, sizes, [p.name for p in system.properties],
                           inflight_bound=system.inflight_bound)
     out = explore(small, symmetry=True, limits=Limits(max_states=max_states), keep_graph=True,

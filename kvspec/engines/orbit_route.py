@@ -82,6 +82,12 @@ def orbit_houdini(system: System, formulas: list[z3.BoolRef], labels: list[str],
         notes["instances"] = report.orbit_instances
         if report.ok:
             return OrbitProof(formulas, labels, [p.name for p in wanted], notes)
+        if report.unexcluded is not None:
+            # its own clause did not survive selection (at the small size, a violated
+            # property's never does): the rest may still be proved
+            wanted = [p for p in wanted if p.name != report.unexcluded]
+            notes.setdefault("not_excluded", []).append(report.unexcluded)
+            continue
         if report.cti is None or not report.broken:
             notes["stopped"] = "; ".join(report.problems)
             return None

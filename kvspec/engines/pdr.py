@@ -41,7 +41,13 @@ import z3
 
 from kvspec.engines.bmc import Deadline, Search
 from kvspec.engines.explicit import OutOfTime, check_count, check_timeout, time_limit
-from kvspec.engines.inference import StateTable, Template, enumerate_candidates, sample_states
+from kvspec.engines.inference import (
+    StateTable,
+    Template,
+    enumerate_candidates,
+    sample_states,
+    small_sizes,
+)
 from kvspec.engines.selection import InferenceTimeout, Selection, Strengthener, goal_templates
 from kvspec.engines.orbit_route import OrbitProof, orbit_houdini, representatives_of
 from kvspec.engines.transition import (
@@ -113,6 +119,14 @@ def select_small(system: System, symmetric: tuple[bool, bool], deadline: Deadlin
                                                            "model error"}, ok=False)
     sample = StateTable(small_schema, states)
     templates = enumerate_candidates(small_schema, sample)
+    refuted = _violated_in(system, small_schema, states)
+    if refuted:
+        # no invariant of the small size excludes these: selecting clauses for them
+        # only costs time (the target size gets its own goals, and every proof is
+        # re-checked there)
+        names = [n for n in (names if names is not None else
+                             [p.name for p in system.properties]) if n not in refuted]
+        notes["violated_at_small_size"] = sorted(refuted)
     notes.update(sample_states=len(states), candidates=len(templates),
                  sample_seconds=round(time.monotonic() - t0, 2))
     out = SmallSelection(templates, sample, [], {}, notes)
@@ -134,6 +148,21 @@ def select_small(system: System, symmetric: tuple[bool, bool], deadline: Deadlin
         out.seed = first.chosen
         out.support = small_st.support
         notes.update(small_selection=len(out.seed), small_seconds=round(time.monotonic() - t1, 2))
+    return out
+
+
+def _violated_in(system: System, small_schema: Any, states: list[Any]) -> set[str]:
+    """The monitor properties some sampled state of the small size violates."""
+    offsets = {v.name: v.offset for v in small_schema.vars if v.owner == "flag"}
+    out = set()
+    for p in system.properties:
+        if p.flag is None:
+            continue
+        name = next(v.name for v in system.schema.vars if v.offset == p.flag
+                    and v.owner == "flag")
+        at = offsets.get(name)
+        if at is not None and any(st[at] == 1 for st in states):
+            out.add(p.name)
     return out
 
 
@@ -165,12 +194,17 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
 
 
 def orbit_route(system: System, small: SmallSelection, symmetric: tuple[bool, bool],
-                pending: list[Property], deadline: Deadline) -> OrbitProof | None:
+                pending: list[Property], deadline: Deadline, *, partial: bool = False
+                ) -> OrbitProof | None:
     """The small size's clauses at ``system``'s size, checked one orbit at a time
     (:mod:`kvspec.engines.orbit_route`); None when that does not prove every one of
-    ``pending`` (the other routes then start afresh)."""
+    ``pending`` (the other routes then start afresh) — with ``partial``, None only
+    when it proves none of them."""
     if not small.ok or not small.seed or not any(symmetric):
         return None
+    if partial:
+        refuted = set(small.notes.get("violated_at_small_size", ()))
+        pending = [p for p in pending if p.name not in refuted]
     goals = goal_templates(system, small.templates, [p.name for p in pending])
     if any(g.template is None for g in goals):
         return None  # a model invariant: its formula is not a template
@@ -178,9 +212,49 @@ def orbit_route(system: System, small: SmallSelection, symmetric: tuple[bool, bo
     own = {g.name: small.templates[g.template].render(system.schema) for g in goals
            if g.template is not None}
     proof = orbit_houdini(system, formulas, labels, pending, own, symmetric, deadline)
-    if proof is None or set(proof.proved) != {p.name for p in pending}:
+    if proof is None or not proof.proved:
+        return None
+    if not partial and set(proof.proved) != {p.name for p in pending}:
         return None
     return proof
+
+
+def prove_by_orbits(system: System, names: list[str], *, deadline: Deadline, symmetry: bool,
+                    save_proof: bool, proofs_dir: Path, max_states: int | None = None,
+                    progress: ProgressFn | None = None
+                    ) -> tuple[dict[str, Verdict], dict[str, Any], SmallSelection | None]:
+    """Only the orbit route: the small size's clauses at ``system``'s size, checked one
+    orbit at a time, for as many of ``names`` as they prove (re-checked, like every
+    proof). Nothing of the size's whole transition system is built, so this is the
+    cheap first try at large sizes (:mod:`kvspec.engines.auto`). Returns the PROVED
+    verdicts, notes, and the small selection (for :func:`run_pdr` to reuse)."""
+    verdicts: dict[str, Verdict] = {}
+    extra: dict[str, Any] = {}
+    with time_limit(deadline, "symmetry analysis"):
+        report = analyse_symmetry(system, enabled=symmetry)
+    symmetric = (report.requests, report.pages) if symmetry else (False, False)
+    if not any(symmetric):
+        return verdicts, {"not_applicable": "no symmetry"}, None
+    if small_sizes(system) == settable_sizes(system.loaded, system.sizes):
+        return verdicts, {"not_applicable": "already the small size"}, None
+    pending = [p for p in system.properties if p.name in names]
+    if progress is not None:
+        progress(0, 0, deadline.elapsed(), "orbit proof")
+    with time_limit(deadline, "invariant inference"), deep_terms():
+        small = select_small(system, symmetric, deadline, [p.name for p in pending],
+                             max_states=max_states)
+        orbit = orbit_route(system, small, symmetric, pending, deadline, partial=True)
+    if orbit is None:
+        return verdicts, {"inference": small.notes, "proved": []}, small
+    extra["inference"] = {**small.notes, "orbit_route": orbit.notes}
+    with time_limit(deadline, "the certificate check"), deep_terms():
+        stopped = _prove(system, orbit.formulas, orbit.labels, None, orbit.proved, verdicts,
+                         extra, save_proof, proofs_dir, deadline, extra["inference"],
+                         symmetry=symmetric)
+    if stopped:
+        extra["stopped"] = stopped
+    extra["proved"] = sorted(verdicts)
+    return verdicts, extra, small
 
 
 # -- Spacer -----------------------------------------------------------------------------------
@@ -404,13 +478,16 @@ def ic3(int_ts: TransitionSystem, strengthening: list[z3.BoolRef], bad: z3.BoolR
 def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_dir: Path,
             progress: ProgressFn | None = None, quick_depth: int = 10,
             inference: bool = True, fallback: str = "spacer", symmetry: bool = True,
-            max_states: int | None = None) -> EngineOutcome:
+            max_states: int | None = None, small: SmallSelection | None = None
+            ) -> EngineOutcome:
     """Prove or refute every property (see the module docstring). ``timeout`` bounds the
     whole run, every phase included (None: no limit); ``quick_depth`` bounds the first
     BMC pass; ``inference=False`` leaves everything to the fallback prover,
     ``fallback="ic3"`` uses our IC3 instead of Spacer (both for comparisons);
     ``symmetry=False`` turns symmetry breaking and reduced checks off; ``max_states``
-    bounds the exploration of the small configuration the candidates come from."""
+    bounds the exploration of the small configuration the candidates come from;
+    ``small``: that configuration's selection when a caller already made it and tried
+    the orbit route with it (:func:`prove_by_orbits`), for the same symmetry setting."""
     check_timeout(timeout)
     check_count("quick_depth", quick_depth, 0)
     check_count("max_states", max_states, 1)
@@ -433,9 +510,11 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
             if progress is not None:
                 progress(0, 0, deadline.elapsed(), "pdr inference")
             with time_limit(deadline, "invariant inference"), deep_terms():
-                small = select_small(system, symmetric, deadline, [p.name for p in pending],
-                                     max_states=max_states)
-                orbit = orbit_route(system, small, symmetric, pending, deadline)
+                orbit = None
+                if small is None:
+                    small = select_small(system, symmetric, deadline,
+                                         [p.name for p in pending], max_states=max_states)
+                    orbit = orbit_route(system, small, symmetric, pending, deadline)
             if orbit is not None:
                 extra["inference"] = {**small.notes, "orbit_route": orbit.notes}
                 with time_limit(deadline, "the certificate check"), deep_terms():

@@ -392,6 +392,7 @@ class OrbitReport(InductionReport):
     queries: int = 0
     orbit_instances: int = 0
     representatives: int = 0  # action instances checked (``instances``: all, by renaming)
+    unexcluded: str | None = None  # a property whose violations the invariant allows
 
 
 def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
@@ -484,6 +485,8 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
         vocab = {enc.slot[n] for n in term_constants(bad, known)[0]}
         res, why = ask([bad], vocab)
         if res != z3.unsat:
+            if res == z3.sat:
+                report.unexcluded = p.name
             return _fail(report, res, why, enc, f"the invariant does not exclude violations "
                                                 f"of {p.name}",
                          f"whether the invariant excludes violations of {p.name}")

@@ -142,8 +142,9 @@ def _state_to_exclude(report: OrbitReport, goals: dict[str, str]
     """The state a failed orbit check found (a counterexample's pre-state, or an
     invariant state that violates a property or raises a model error), the labels of
     the clauses it breaks and the clause new ones would be added for."""
-    if report.cti is not None:
-        return report.cti.pre, [report.clauses[k] for k in report.broken], ""
+    if report.cti is not None:  # no clause broken: a variable leaves its domain
+        broken = [report.clauses[k] for k in report.broken]
+        return report.cti.pre, broken, "" if broken else ERRORS_GOAL
     if report.bad_state is None:
         return None
     state, problem = report.bad_state

@@ -44,8 +44,9 @@ class Atom:
     ``cnt`` is ``n == other[r]`` and ``cle`` is ``n <= other[r]``
     (``count(owner == r) == need[r]``). They mention every slot of ``var``.
 
-    The constant of an integer ``eq``/``le`` atom is read from the nearer end of the
-    variable's range (``top``: ``value`` counts down from its upper bound): a range
+    The constant of an integer ``eq``/``le`` atom in the upper half of the variable's
+    range counts down from its upper bound (``top``; one in the lower half, or in
+    the middle, is the number itself): a range
     whose bound is a function of the sizes (``Int(0, "pages")``) then gives the
     atom the same meaning at every size — ``need[r] != 5`` over ``0..pages + 1``
     at four pages is ``need[r] != 9`` at eight (one more than the pool), not a

@@ -42,13 +42,29 @@ class Atom:
     Counting kinds (``idx == "r"``): ``var`` is a page array of request ids and
     ``other`` a request-indexed integer array; with ``n = #{p : var[p] == r}``,
     ``cnt`` is ``n == other[r]`` and ``cle`` is ``n <= other[r]``
-    (``count(owner == r) == need[r]``). They mention every slot of ``var``."""
+    (``count(owner == r) == need[r]``). They mention every slot of ``var``.
+
+    The constant of an integer ``eq``/``le`` atom in the upper half of the variable's
+    range counts down from its upper bound (``top``; one in the lower half, or in
+    the middle, is the number itself): a range
+    whose bound is a function of the sizes (``Int(0, "pages")``) then gives the
+    atom the same meaning at every size — ``need[r] != 5`` over ``0..pages + 1``
+    at four pages is ``need[r] != 9`` at eight (one more than the pool), not a
+    value in the middle of the range. For a range that does not depend on the
+    sizes both readings are the same number."""
 
     kind: str
     var: str
     idx: str | None  # "r", "p", "pr" (a (page, request) array) or None for a scalar
     value: int = 0
     other: str = ""  # veq/vle: the second variable; is: the quantified variable
+    top: bool = False  # eq/le of an int: the constant is the range's upper bound - value
+
+    def constant(self, schema: Schema) -> int:
+        """The atom's constant in ``schema`` (its sizes fix the variable's range)."""
+        if not self.top:
+            return self.value
+        return int(schema.by_name[self.var].type.hi) - self.value
 
     @property
     def links(self) -> bool:
@@ -81,10 +97,11 @@ class Atom:
                 return name if positive else f"not {name}"
             if v.type.kind == "ref" and self.value < 0:
                 return f"{name} is None" if positive else f"{name} is not None"
-            shown = v.type.to_json(self.value)
+            shown = v.type.to_json(self.constant(schema))
             return f"{name} {'==' if positive else '!='} {shown}"
         if self.kind == "le":
-            return f"{name} <= {self.value}" if positive else f"{name} > {self.value}"
+            c = self.constant(schema)
+            return f"{name} <= {c}" if positive else f"{name} > {c}"
         if self.kind == "is":
             return f"{name} {'==' if positive else '!='} {self.other}"
         other = f"{self.other}[{_index_text(self.idx)}]" if self.idx else self.other
@@ -148,9 +165,11 @@ def atom_term(atom: Atom, schema: Schema, cur: list[z3.ExprRef], binding: dict[s
         return n == y if atom.kind == "cnt" else n <= y  # type: ignore[return-value]
     x = cur[_slot(v, atom.idx, binding)]
     if atom.kind == "eq":
-        return x if v.type.kind == "bool" else x == atom.value  # type: ignore[return-value]
+        if v.type.kind == "bool":
+            return x  # type: ignore[return-value]
+        return x == atom.constant(schema)  # type: ignore[return-value]
     if atom.kind == "le":
-        return x <= atom.value  # type: ignore[return-value,operator]
+        return x <= atom.constant(schema)  # type: ignore[return-value,operator]
     if atom.kind == "is":
         return x == binding[atom.other]  # type: ignore[return-value]
     y = cur[_slot(schema.by_name[atom.other], atom.idx, binding)]
@@ -182,8 +201,8 @@ def atoms_for(schema: Schema, ctx: tuple[str, ...]) -> list[Atom]:
         elif t.kind == "int":
             dom = t.domain()
             if len(dom) > 1:
-                out.extend(Atom("eq", v.name, idx, c) for c in dom)
-                out.extend(Atom("le", v.name, idx, c) for c in dom[1:-1])
+                out.extend(int_atom("eq", v, idx, c) for c in dom)
+                out.extend(int_atom("le", v, idx, c) for c in dom[1:-1])
         elif t.kind == "ref":
             if t.optional:
                 out.append(Atom("eq", v.name, idx, -1))
@@ -205,6 +224,15 @@ def atoms_for(schema: Schema, ctx: tuple[str, ...]) -> list[Atom]:
             out.append(Atom("vle", a.name, idx, 0, b.name))
             out.append(Atom("vle", b.name, idx, 0, a.name))
     return out
+
+
+def int_atom(kind: str, v: VarInfo, idx: str | None, c: int) -> Atom:
+    """``v[idx] == c`` (eq) or ``<= c`` (le), its constant read from the nearer end of
+    ``v``'s range (from the lower end on a tie)."""
+    lo, hi = v.type.lo, v.type.hi
+    if hi - c < c - lo:
+        return Atom(kind, v.name, idx, hi - c, top=True)
+    return Atom(kind, v.name, idx, c)
 
 
 def count_atoms(schema: Schema) -> list[Atom]:
@@ -273,9 +301,9 @@ class StateTable:
             return np.broadcast_to(out, self.extents(ctx))
         x = self.block(atom.var, atom.idx, ctx)
         if atom.kind == "eq":
-            out = x == atom.value
+            out = x == atom.constant(self.schema)
         elif atom.kind == "le":
-            out = x <= atom.value
+            out = x <= atom.constant(self.schema)
         elif atom.kind == "is":
             out = x == self.qvalues(atom.other, ctx)
         else:
@@ -330,9 +358,10 @@ def _tautology(lits: tuple[Literal, ...], schema: Schema) -> bool:
         for a, pos in lits:
             x = env[(a.var, a.idx)]
             if a.kind == "eq":
-                val = (x == a.value) if schema.by_name[a.var].type.kind != "bool" else bool(x)
+                val = ((x == a.constant(schema)) if schema.by_name[a.var].type.kind != "bool"
+                       else bool(x))
             elif a.kind == "le":
-                val = x <= a.value
+                val = x <= a.constant(schema)
             elif a.kind == "is":
                 val = x == binding[a.other]
             else:

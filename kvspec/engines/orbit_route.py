@@ -10,6 +10,11 @@ the work grows with the number of clause instances an action touches, not with t
 number of instances times the number of clauses. A representative that some
 counterexample to induction breaks is dropped with its whole orbit (Houdini), and
 the check repeats; a property whose own clause goes is left to the other routes.
+Before anything is dropped, the counterexample's pre-state (or the invariant state
+in which a property fails or an action raises a model error) is used to *propose*
+new clauses (:class:`OrbitProposals`, ICE-style, as the selection at one size
+does): quantified clauses false on that state and true on every sampled state of
+the small size, added as representatives; only when none exists is anything dropped.
 Nothing here says PROVED: the caller re-checks the final invariant through its
 certificate text (:func:`kvspec.proofs.certificate.verify_invariant`).
 """
@@ -20,11 +25,15 @@ from typing import Any
 
 import z3
 
-from kvspec.engines.inference import QDIM, Template
-from kvspec.engines.selection import FORMULA_BASE
+from kvspec.engines.inference import QDIM, StateTable, Template
+from kvspec.engines.selection import ERRORS_GOAL, FORMULA_BASE
+from kvspec.lang.schema import State
 from kvspec.lang.system import Property, System
 from kvspec.lang.types import PAGE, REQUEST
-from kvspec.proofs.orbits import NotSymmetric, check_orbits
+from kvspec.proofs.orbits import NotSymmetric, OrbitReport, check_orbits
+
+#: proposal rounds an orbit Houdini may spend before it only drops clauses
+PROPOSAL_ROUNDS = 8
 
 
 @dataclass
@@ -41,10 +50,18 @@ def representatives_of(system: System, templates: list[Template], chosen: list[i
                        symmetric: tuple[bool, bool]) -> tuple[list[z3.BoolRef], list[str]]:
     """Each chosen template as orbit representatives at ``system``'s size: its instance
     at id 0 of every symmetric space, every instance over the others."""
+    formulas, labels, _ = representatives_by_template(system, templates, chosen, symmetric)
+    return formulas, labels
+
+
+def representatives_by_template(system: System, templates: list[Template], chosen: list[int],
+                                symmetric: tuple[bool, bool]
+                                ) -> tuple[list[z3.BoolRef], list[str], list[int]]:
+    """:func:`representatives_of`, with the template index of each representative."""
     schema = system.schema
     cur = system.state_vars()
     on = {REQUEST: symmetric[0], PAGE: symmetric[1]}
-    formulas, labels = [], []
+    formulas, labels, origin = [], [], []
     for k in chosen:
         if k >= FORMULA_BASE or k >= len(templates):
             continue  # model-invariant goals are added at the target size by the caller
@@ -56,18 +73,98 @@ def representatives_of(system: System, templates: list[Template], chosen: list[i
             suffix = "" if all(on[QDIM[q]] for q in t.ctx) else " @ " + ", ".join(
                 f"{q}={b[q]}" for q in t.ctx if not on[QDIM[q]])
             labels.append(t.render(schema) + suffix)
-    return formulas, labels
+            origin.append(k)
+    return formulas, labels, origin
+
+
+class OrbitProposals:
+    """New orbit representatives from a state the invariant fails to exclude
+    (:func:`kvspec.engines.proposals.propose` over the small size's sample), with a
+    record of which clause each proposal was added for (``support``: label of a
+    broken clause, a property's own clause or :data:`ERRORS_GOAL` -> the labels
+    added). ``origin`` maps every label to its template."""
+
+    def __init__(self, system: System, sample: StateTable, templates: list[Template],
+                 origin: dict[str, Template], symmetric: tuple[bool, bool],
+                 rounds: int = PROPOSAL_ROUNDS) -> None:
+        self.system = system
+        self.sample = sample
+        self.known = set(templates)
+        self.origin = dict(origin)
+        self.symmetric = symmetric
+        self.rounds = rounds
+        self.support: dict[str, set[str]] = {}
+
+    def __call__(self, pre: State, broken: list[str], why: str
+                 ) -> tuple[list[z3.BoolRef], list[str]]:
+        """Representatives of new clauses false on ``pre``; ``broken`` are the labels of
+        the clauses the counterexample breaks, ``why`` the clause they are added for
+        when none is broken (a property's own clause, or :data:`ERRORS_GOAL`)."""
+        from kvspec.engines.proposals import propose
+
+        if self.rounds <= 0:
+            return [], []
+        self.rounds -= 1
+        schema = self.system.schema
+        related = {v.name for v in schema.vars if v.owner == "model"}
+        for label in broken:
+            t = self.origin.get(label)
+            if t is not None:
+                related |= {x for a, _ in t.literals for x in (a.var, a.other) if x}
+        new = propose(self.sample, schema, pre, related, self.known)
+        if not new:
+            return [], []
+        self.known |= set(new)
+        formulas, labels, origin = representatives_by_template(
+            self.system, new, list(range(len(new))), self.symmetric)
+        for label, k in zip(labels, origin):
+            self.origin[label] = new[k]
+        for b in broken or [why]:
+            self.support.setdefault(b, set()).update(labels)
+        return formulas, labels
+
+    def needed(self, roots: list[str], present: set[str]) -> list[str]:
+        """``roots`` and the proposals added for them, transitively, among ``present``."""
+        out = [r for r in roots if r in present]
+        seen = set(out)
+        stack = list(roots)
+        while stack:
+            for label in sorted(self.support.get(stack.pop(), ())):
+                if label not in seen and label in present:
+                    seen.add(label)
+                    out.append(label)
+                    stack.append(label)
+        return out
+
+
+def _state_to_exclude(report: OrbitReport, goals: dict[str, str]
+                      ) -> tuple[State, list[str], str] | None:
+    """The state a failed orbit check found (a counterexample's pre-state, or an
+    invariant state that violates a property or raises a model error), the labels of
+    the clauses it breaks and the clause new ones would be added for."""
+    if report.cti is not None:  # no clause broken: a variable leaves its domain
+        broken = [report.clauses[k] for k in report.broken]
+        return report.cti.pre, broken, "" if broken else ERRORS_GOAL
+    if report.bad_state is None:
+        return None
+    state, problem = report.bad_state
+    for name, own in goals.items():
+        if problem.endswith(f"violations of {name}"):
+            return state, [], own
+    return state, [], ERRORS_GOAL
 
 
 def orbit_houdini(system: System, formulas: list[z3.BoolRef], labels: list[str],
                   properties: list[Property], goals: dict[str, str],
-                  symmetric: tuple[bool, bool], deadline: Any) -> OrbitProof | None:
+                  symmetric: tuple[bool, bool], deadline: Any,
+                  proposals: OrbitProposals | None = None) -> OrbitProof | None:
     """Drop representatives broken by counterexamples to induction until the rest is
-    inductive. ``goals``: property name -> the label of its own clause. None when the
-    route does not apply or ends without an invariant."""
+    inductive; with ``proposals``, first add new clauses that exclude the
+    counterexample. ``goals``: property name -> the label of its own clause. None when
+    the route does not apply or ends without an invariant."""
     formulas, labels = list(formulas), list(labels)
     wanted = list(properties)
-    notes: dict[str, Any] = {"rounds": 0, "dropped": 0, "queries": 0}
+    notes: dict[str, Any] = {"rounds": 0, "dropped": 0, "queries": 0, "proposed": 0}
     while wanted and not deadline.expired():
         notes["rounds"] += 1
         try:
@@ -82,9 +179,18 @@ def orbit_houdini(system: System, formulas: list[z3.BoolRef], labels: list[str],
         notes["instances"] = report.orbit_instances
         if report.ok:
             return OrbitProof(formulas, labels, [p.name for p in wanted], notes)
+        found = _state_to_exclude(report, goals) if proposals is not None else None
+        if found is not None:
+            assert proposals is not None
+            new_formulas, new_labels = proposals(*found)
+            if new_formulas:
+                formulas += new_formulas
+                labels += new_labels
+                notes["proposed"] += len(new_labels)
+                continue
         if report.unexcluded is not None:
-            # its own clause did not survive selection (at the small size, a violated
-            # property's never does): the rest may still be proved
+            # nothing excludes its violations (at the small size, a violated property's
+            # own clause never survives selection): the rest may still be proved
             wanted = [p for p in wanted if p.name != report.unexcluded]
             notes.setdefault("not_excluded", []).append(report.unexcluded)
             continue

@@ -48,8 +48,19 @@ from kvspec.engines.inference import (
     sample_states,
     small_sizes,
 )
-from kvspec.engines.selection import InferenceTimeout, Selection, Strengthener, goal_templates
-from kvspec.engines.orbit_route import OrbitProof, orbit_houdini, representatives_of
+from kvspec.engines.selection import (
+    ERRORS_GOAL,
+    InferenceTimeout,
+    Selection,
+    Strengthener,
+    goal_templates,
+)
+from kvspec.engines.orbit_route import (
+    OrbitProof,
+    OrbitProposals,
+    orbit_houdini,
+    representatives_by_template,
+)
 from kvspec.engines.transition import (
     TransitionSystem,
     check_sat,
@@ -102,6 +113,7 @@ class SmallSelection:
     support: dict[int | str, set[int]]
     notes: dict[str, Any]
     ok: bool = True
+    needs: dict[str, list[int]] = field(default_factory=dict)  # goal -> clauses it needs
 
 
 def select_small(system: System, symmetric: tuple[bool, bool], deadline: Deadline,
@@ -147,6 +159,7 @@ def select_small(system: System, symmetric: tuple[bool, bool], deadline: Deadlin
             return out
         out.seed = first.chosen
         out.support = small_st.support
+        out.needs = first.needs
         notes.update(small_selection=len(out.seed), small_seconds=round(time.monotonic() - t1, 2))
     return out
 
@@ -208,14 +221,34 @@ def orbit_route(system: System, small: SmallSelection, symmetric: tuple[bool, bo
     goals = goal_templates(system, small.templates, [p.name for p in pending])
     if any(g.template is None for g in goals):
         return None  # a model invariant: its formula is not a template
-    formulas, labels = representatives_of(system, small.templates, small.seed, symmetric)
+    formulas, labels, origin = representatives_by_template(system, small.templates, small.seed,
+                                                           symmetric)
     own = {g.name: small.templates[g.template].render(system.schema) for g in goals
            if g.template is not None}
-    proof = orbit_houdini(system, formulas, labels, pending, own, symmetric, deadline)
+    proposals = None if small.sample is None else OrbitProposals(
+        system, small.sample, small.templates,
+        {label: small.templates[k] for label, k in zip(labels, origin)}, symmetric)
+    proof = orbit_houdini(system, formulas, labels, pending, own, symmetric, deadline,
+                          proposals)
     if proof is None or not proof.proved:
         return None
     if not partial and set(proof.proved) != {p.name for p in pending}:
         return None
+    # which clauses each property needs: those the small size's selection added for
+    # it (every surviving representative of them), and what was proposed here for those
+    present = set(proof.labels)
+    by_template: dict[int, list[str]] = {}
+    for label, k in zip(labels, origin):
+        by_template.setdefault(k, []).append(label)
+    needs: dict[str, list[str]] = {}
+    for goal, ks in small.needs.items():
+        roots = [label for k in ks for label in by_template.get(k, [])]
+        if goal != ERRORS_GOAL:
+            roots.insert(0, own.get(goal, ""))
+        if proposals is not None:
+            roots = proposals.needed(list(dict.fromkeys(roots + [goal])), present)
+        needs[goal] = [label for label in dict.fromkeys(roots) if label in present]
+    proof.notes["needs"] = needs
     return proof
 
 
@@ -246,7 +279,8 @@ def prove_by_orbits(system: System, names: list[str], *, deadline: Deadline, sym
         orbit = orbit_route(system, small, symmetric, pending, deadline, partial=True)
     if orbit is None:
         return verdicts, {"inference": small.notes, "proved": []}, small
-    extra["inference"] = {**small.notes, "orbit_route": orbit.notes}
+    needs = orbit.notes.pop("needs", {})
+    extra["inference"] = {**small.notes, "orbit_route": orbit.notes, "needs": needs}
     with time_limit(deadline, "the certificate check"), deep_terms():
         stopped = _prove(system, orbit.formulas, orbit.labels, None, orbit.proved, verdicts,
                          extra, save_proof, proofs_dir, deadline, extra["inference"],
@@ -516,7 +550,9 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
                                          [p.name for p in pending], max_states=max_states)
                     orbit = orbit_route(system, small, symmetric, pending, deadline)
             if orbit is not None:
-                extra["inference"] = {**small.notes, "orbit_route": orbit.notes}
+                needs = orbit.notes.pop("needs", {})
+                extra["inference"] = {**small.notes, "orbit_route": orbit.notes,
+                                      "needs": needs}
                 with time_limit(deadline, "the certificate check"), deep_terms():
                     stopped = _prove(system, orbit.formulas, orbit.labels, None, orbit.proved,
                                      verdicts, extra, save_proof, proofs_dir, deadline,

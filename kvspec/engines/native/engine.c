@@ -11,6 +11,7 @@
  * stopping at the first violation, whose trail is not a shortest one). */
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -97,6 +98,27 @@ static int kv_event(kv_ctx *c, int64_t kind, int64_t request, int64_t page) {
 }
 /*@MODEL@*/
 
+/* large buffers (the table, the arena, the parents) are read at random: on 2 MiB pages
+ * (where the kernel offers them on request) a lookup rarely misses the TLB as well as
+ * the cache. Only the whole huge pages inside the buffer are advised. */
+#define KV_HUGE ((uintptr_t)2 << 20)
+static void kv_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    if (!p || bytes < 4 * KV_HUGE) return;
+    uintptr_t lo = ((uintptr_t)p + KV_HUGE - 1) & ~(KV_HUGE - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(KV_HUGE - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p; (void)bytes;
+#endif
+}
+
+static uint64_t *kv_new_table(uint64_t size) {
+    uint64_t *t = calloc(size, sizeof(uint64_t));
+    kv_huge(t, size * sizeof(uint64_t));
+    return t;
+}
+
 static inline uint64_t kv_hash(const uint64_t *w) {
     uint64_t h = 0x9E3779B97F4A7C15ull;
     for (int i = 0; i < NW; i++) {
@@ -117,7 +139,7 @@ static inline void kv_load(const kv_ctx *c, int64_t idx, uint64_t *w) {
 static int kv_grow_table(kv_ctx *c) {
     uint64_t size = (c->mask + 1) * 2, m = size - 1;
     if (c->fingerprint) {
-        uint64_t *t = calloc(size, sizeof(uint64_t));
+        uint64_t *t = kv_new_table(size);
         if (!t) return 1;
         for (uint64_t i = 0; i <= c->mask; i++) {
             uint64_t f = c->fp[i];
@@ -129,7 +151,7 @@ static int kv_grow_table(kv_ctx *c) {
         free(c->fp);
         c->fp = t;
     } else {
-        uint64_t *t = calloc(size, sizeof(uint64_t));
+        uint64_t *t = kv_new_table(size);
         if (!t) return 1;
         for (uint64_t i = 0; i <= c->mask; i++) {  /* the tag holds the hash's top bits ... */
             uint64_t e = c->table[i];
@@ -162,9 +184,11 @@ static int kv_reserve(kv_ctx *c) {
         uint32_t *p = realloc(c->parent, (size_t)cap * sizeof(uint32_t));
         if (!p) return 1;
         c->parent = p;
+        kv_huge(p, (size_t)cap * sizeof(uint32_t));
         via_t *v = realloc(c->via, (size_t)cap * sizeof(via_t));
         if (!v) return 1;
         c->via = v;
+        kv_huge(v, (size_t)cap * sizeof(via_t));
         c->cap = cap;
     }
     if (!c->no_arena && c->n - c->arena_base == c->arena_cap) {
@@ -178,6 +202,7 @@ static int kv_reserve(kv_ctx *c) {
         uint8_t *a = realloc(c->arena, (size_t)cap * SB);
         if (!a) return 1;
         c->arena = a;
+        kv_huge(a, (size_t)cap * SB);
         c->arena_cap = cap;
     }
     return 0;
@@ -701,8 +726,8 @@ void *kv_run(const int64_t *init, const kv_params *p, kv_result *r, int64_t *cov
     c->edge_cap = p->edges && !c->fingerprint && !SYMMETRY ? 0 : -1;  /* -1: no edges */
     c->no_arena = p->dfs && c->fingerprint;
     c->mask = (1u << 12) - 1;
-    if (c->fingerprint) c->fp = calloc(c->mask + 1, sizeof(uint64_t));
-    else c->table = calloc(c->mask + 1, sizeof(uint64_t));
+    if (c->fingerprint) c->fp = kv_new_table(c->mask + 1);
+    else c->table = kv_new_table(c->mask + 1);
     uint64_t n0[NW];
     memset(n0, 0, sizeof n0);
     kv_pack(init, n0);

@@ -33,7 +33,7 @@ from kvspec.lang.z3gen import StepEncoding
 __all__ = ["GENERATOR_VERSION", "Generated", "Unsupported", "generate"]
 
 #: part of the build cache key: bump when the generated code changes meaning
-GENERATOR_VERSION = "3"
+GENERATOR_VERSION = "4"
 _HERE = Path(__file__).parent
 #: the most properties one run tracks (a bit each)
 MAX_PROPERTIES = 64
@@ -328,7 +328,10 @@ def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRe
 #: table's cache misses overlap instead of stalling one transition each. An
 #: instance's model error hands the successors found before it over first. In edge
 #: mode a successor goes straight to ``kv_succ`` (its events are recorded just
-#: before it).
+#: before it). In the breadth-first search of one thread (``c->solo``) it goes
+#: straight to the records of the window of states being expanded (``kv_collect``),
+#: looked up only when they are stored, with prefetching that runs further ahead
+#: (engine.c, ``kv_store_window``).
 BATCH = r"""
 #define KV_BATCH 64
 static inline uint64_t kv_hash(const uint64_t *w);
@@ -347,6 +350,7 @@ static __attribute__((noinline)) int kv_batch_flush(kv_ctx *c, kv_batch *b) {
 
 static __attribute__((noinline)) int kv_batch_push(kv_ctx *c, kv_batch *b, const uint64_t *w,
                                              int64_t inst, uint64_t viol) {
+    if (c->solo) return kv_collect(c, w, inst, viol);
     if (c->edge_cap >= 0) return kv_succ(c, w, inst, viol);
     if (b->n == KV_BATCH && kv_batch_flush(c, b)) return 1;
     memcpy(b->e[b->n].w, w, sizeof b->e[b->n].w);

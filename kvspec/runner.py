@@ -243,8 +243,9 @@ def run(system: System, engine: str = "auto", *, depth: int = 30, timeout: float
     if coverage and (cov is None or not cov.complete):
         # none recorded, or the search stopped early (e.g. once every property was
         # violated): a plain exploration within the runner's budget, kept if complete
+        # or if it saw more states than the engine's
         fresh = _coverage(system, timeout, started, progress)
-        if cov is None or (fresh is not None and fresh.complete):
+        if cov is None or (fresh is not None and (fresh.complete or fresh.states > cov.states)):
             cov = fresh
     return Result(system, outcome.engine or engine, outcome.verdicts, outcome.stats,
                   cov if coverage else None)

@@ -158,3 +158,15 @@ def test_symmetry_reduced_dead_instances_of_the_dead_abort_model(dead_abort: Pat
 def test_coverage_budget_marks_it_incomplete() -> None:
     cov = coverage_of(system_of("patched.py"), max_states=50)
     assert not cov.complete and cov.states >= 50
+
+
+def test_the_report_keeps_the_coverage_of_the_larger_exploration(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine that stopped after a handful of states (here a state cap; in ``auto``
+    at large sizes, its explicit stage) does not hide what the runner's own, larger
+    exploration saw, even when neither is complete."""
+    import kvspec.runner as runner
+    monkeypatch.setattr(runner, "RUNNER_MAX_STATES", 200)
+    result = run(system_of("patched.py"), "explicit", max_states=5)
+    assert result.coverage is not None and not result.coverage.complete
+    assert result.coverage.states >= 200

@@ -348,6 +348,24 @@ def test_time_limit_interrupts_code_that_never_polls() -> None:
         pass
 
 
+def test_symmetry_reductions_own_work_is_a_budget_of_the_python_search() -> None:
+    """Many interchangeable requests give a state many images to compare: ``auto``'s
+    explicit stage bounds that work too, deterministically, and says it stopped."""
+    system = system_of("patched.py", {"requests": 4, "pages": 4})
+    capped = explore(system, symmetry=True, limits=Limits(max_canon_work=200_000))
+    assert capped.stopped == explicit_mod.WORK_LIMIT and not capped.complete
+    again = explore(system, symmetry=True, limits=Limits(max_canon_work=200_000))
+    assert again.stats.states == capped.stats.states  # work, not seconds
+    assert {v.status.value for v in capped.verdicts} == {"UNKNOWN"}
+    assert all("symmetry-reduction work limit" in v.detail for v in capped.verdicts)
+    # without reduction there is no such work: the budget does not apply
+    plain = explore(system, symmetry=False, limits=Limits(max_states=capped.stats.states,
+                                                          max_canon_work=200_000))
+    assert plain.stopped == explicit_mod.STATE_LIMIT
+    with pytest.raises(ValueError):
+        Limits(max_canon_work=0)
+
+
 class _SlowArgument:
     """A ctypes argument whose conversion never ends (as Z3's API calls convert theirs)."""
 

@@ -5,8 +5,10 @@
    version and re-checks, its properties are PROVED (certificate re-checked).
 2. **Exhaustive explicit search** when the state space is small: it runs until it has
    explored every reachable state or ``min(SMALL_STATES, SMALL_WORK / instances)``
-   states (50,000, and 2.5 million step-function calls; ``--max-states N`` replaces
-   that cap): HOLDS (exhaustive) / VIOLATED (explicit). A search the cap stops still
+   states (50,000, and 2.5 million step-function calls), and while symmetry
+   reduction has computed at most ``SMALL_CANON_WORK`` (25 million) state images ×
+   state length (``--max-states N`` replaces these caps): HOLDS (exhaustive) /
+   VIOLATED (explicit). A search the cap stops still
    decides every violation within the depth it completed (breadth-first: shortest).
    2b. **Orbit proof** when that search stopped at its budget and the model is
    symmetric in its requests or pages: the clauses inferred at a small size, checked
@@ -59,6 +61,10 @@ SMALL_STATES = 50_000
 #: ... and states × action instances (the step functions tried) fit this one: a model
 #: with many instances per state gets proportionally fewer states
 SMALL_WORK = 2_500_000
+#: ... and symmetry reduction's own work (state images × state length) this one: with
+#: many interchangeable requests a state has many images to compare (patched at
+#: requests=6, pages=32: 120 per state, 56 CPU s for 3,000 states without this budget)
+SMALL_CANON_WORK = 25_000_000
 #: the quick BMC stage: at most this depth ...
 QUICK_BMC_DEPTH = 12
 #: ... and this many Z3 resource units (``rlimit``) for all of its queries together
@@ -218,11 +224,14 @@ def _explicit(system: System, pending: list[Property], verdicts: dict[str, Verdi
     from kvspec.engines.explicit import Limits, explore
 
     t0 = time.monotonic()
+    canon_work: int | None = None
     if max_states is None:
         cap = max(1, min(SMALL_STATES, SMALL_WORK // max(1, len(system.instances))))
+        canon_work = SMALL_CANON_WORK
     else:
         cap = max_states
-    out = explore(system, backend=backend, symmetry=symmetry, limits=Limits(cap, None),
+    out = explore(system, backend=backend, symmetry=symmetry,
+                  limits=Limits(cap, None, canon_work),
                   progress=progress, deadline=deadline, warn=warn)
     if out.coverage is not None:
         coverage.append(out.coverage)

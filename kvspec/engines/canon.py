@@ -36,6 +36,8 @@ class Canonicalizer:
         self.req_sym = requests and self.R > 1
         self.page_sym = pages and self.P > 1
         self.width = schema.width
+        #: images computed by :meth:`key` so far (the reduction's own work, for budgets)
+        self.images = 0
         self.scalars: list[tuple[int, bool]] = []
         self.req_vars: list[tuple[int, bool]] = []
         self.page_vars: list[tuple[int, bool]] = []
@@ -208,9 +210,11 @@ class Canonicalizer:
         """The representative of ``s`` (no permutation; the exploration hot path)."""
         if self.req_sym:
             orders = self._request_orders(s)
+            self.images += len(orders)
             if len(orders) == 1:
                 return self._image(s, orders[0], False)[0]
             return min(self._image(s, o, False)[0] for o in orders)
+        self.images += 1
         return self._image(s, list(range(self.R)), False)[0]
 
     def orbit_size(self, s: State) -> int:

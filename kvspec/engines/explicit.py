@@ -42,10 +42,12 @@ ProgressFn = Callable[[int, int, float, str], None]  # states, depth, seconds, s
 ALL_VIOLATED = "all-violated"
 TIMEOUT = "timeout"
 STATE_LIMIT = "state-limit"
+WORK_LIMIT = "work-limit"
 FIRST_VIOLATION = "first-violation"
 OUT_OF_MEMORY = "out-of-memory"
 #: how a verdict left UNKNOWN names the reason the search stopped
 STOP_WORDS = {TIMEOUT: "timeout", STATE_LIMIT: "state limit",
+              WORK_LIMIT: "symmetry-reduction work limit",
               FIRST_VIOLATION: "stopped at the first violation", OUT_OF_MEMORY: "out of memory"}
 
 
@@ -71,14 +73,19 @@ def check_count(name: str, value: int | None, least: int) -> None:
 
 @dataclass
 class Limits:
-    """``max_states``: stop after this many states (>= 1); ``timeout``: seconds (> 0).
-    ``None`` means no limit."""
+    """``max_states``: stop after this many states (>= 1); ``timeout``: seconds (> 0);
+    ``max_canon_work``: stop once symmetry reduction has computed more than this many
+    state images times the state's length (the Python search's canonical forms; with
+    many interchangeable requests one state can have hundreds). ``None`` means no
+    limit."""
 
     max_states: int | None = None
     timeout: float | None = None
+    max_canon_work: int | None = None
 
     def __post_init__(self) -> None:
         check_count("max_states", self.max_states, 1)
+        check_count("max_canon_work", self.max_canon_work, 1)
         check_timeout(self.timeout)
 
 
@@ -303,6 +310,8 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
     guard_ok = system.machine.guard
     canon_key = canon.key
     max_states = limits.max_states
+    max_images = None if limits.max_canon_work is None or not use_canon else \
+        max(1, limits.max_canon_work // max(1, len(system.initial)))
     stopped: str | None = None
     recorder = CoverageRecorder(system) if coverage else None
     fired = recorder.fired if recorder is not None else None
@@ -356,6 +365,9 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
                 break
             if max_states is not None and len(states) > max_states and head < len(states):
                 stopped = STATE_LIMIT
+                break
+            if max_images is not None and canon.images > max_images and head < len(states):
+                stopped = WORK_LIMIT
                 break
     exhausted = head >= len(states)
     return outcome_of(system, report, canon if use_canon else None, found, states, parent, via,

@@ -91,10 +91,17 @@ def ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
 # builds tens of thousands of terms per model. Anything that is not two Int terms
 # (or two Bool terms) goes through the z3 operator.
 
+#: the value of each numeral :func:`int_val` made, by address (kept alive here, so
+#: that no other term can take the address)
+_VALUES: dict[int, tuple[int, z3.IntNumRef]] = {}
+
+
 @functools.lru_cache(maxsize=4096)
 def int_val(v: int) -> z3.IntNumRef:
     """``z3.IntVal(v)`` (shared: Z3 gives equal numerals one AST anyway)."""
-    return z3.IntVal(v)
+    made = z3.IntVal(v)
+    _VALUES[made.ast.value] = (v, made)
+    return made
 
 
 def _ints(a: Any, b: Any) -> bool:
@@ -177,6 +184,9 @@ def int_value(x: Any) -> int | None:
     """The value of an Int numeral term (``z3.is_int_value``), else None."""
     if not isinstance(x, z3.ArithRef):
         return None
+    known = _VALUES.get(x.ast.value)
+    if known is not None:
+        return known[0]
     ctx, a = x.ctx_ref(), x.as_ast()
     if z3.Z3_is_numeral_ast(ctx, a) and \
             z3.Z3_get_sort_kind(ctx, z3.Z3_get_sort(ctx, a)) == z3.Z3_INT_SORT:

@@ -118,14 +118,29 @@ def cached(key: str, directory: Path | None = None) -> tuple[Path, Path] | None:
     return (lib, meta) if lib.is_file() and meta.is_file() else None
 
 
-def _run(commands: list[list[str]]) -> None:
-    """Run the compiler commands at once (in parallel); BuildError if one fails."""
+def idle_cores() -> int:
+    """Cores this process may use that nothing else is running on (by the load average)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0
+    return max(0, int(cores - load))
+
+
+def _run(commands: list[list[str]], parallel: bool) -> None:
+    """Run the compiler commands, all at once when ``parallel``, else one after the
+    other; BuildError if one fails."""
     procs: list[subprocess.Popen[str]] = []
+    results: list[tuple[str, str]] = []
     try:
         for cmd in commands:
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           text=True))
-        results = [p.communicate(timeout=600) for p in procs]
+            if not parallel:
+                results.append(procs[-1].communicate(timeout=600))
+        if parallel:
+            results = [p.communicate(timeout=600) for p in procs]
     except (OSError, subprocess.SubprocessError) as exc:
         for p in procs:
             p.kill()
@@ -140,7 +155,8 @@ def _run(commands: list[list[str]]) -> None:
 def compile_source(source: str | list[str], key: str, meta: str, *,
                    directory: Path | None = None) -> Built:
     """Compile ``source`` (one C translation unit, or several: compiled in parallel
-    and linked) into the cache under ``key``, with ``meta`` (JSON) beside it."""
+    when cores are free, and linked) into the cache under ``key``, with ``meta``
+    (JSON) beside it."""
     found = find_compiler()
     if found is None:
         raise BuildError("no C compiler found (cc, gcc or clang; or set CC)")
@@ -160,11 +176,15 @@ def compile_source(source: str | list[str], key: str, meta: str, *,
             src.write_text(text)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         if len(srcs) == 1:
-            _run([[cc, *flags, "-o", str(out), str(srcs[0])]])
+            _run([[cc, *flags, "-o", str(out), str(srcs[0])]], False)
         else:
+            # in parallel only when a core is free for the second compiler: on busy
+            # cores two compilers at once take longer in all (they share the caches)
+            # and finish no sooner
             objs = [src.with_suffix(".o") for src in srcs]
-            _run([[cc, *flags, "-c", "-o", str(o), str(src)] for src, o in zip(srcs, objs)])
-            _run([[cc, "-shared", "-pthread", "-o", str(out), *map(str, objs)]])
+            _run([[cc, *flags, "-c", "-o", str(o), str(src)] for src, o in zip(srcs, objs)],
+                 idle_cores() >= 1)
+            _run([[cc, "-shared", "-pthread", "-o", str(out), *map(str, objs)]], False)
         side = Path(tmp) / "model.json"
         side.write_text(meta)
         os.replace(out, target)  # atomic: a concurrent run sees all of it or nothing

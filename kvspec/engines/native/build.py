@@ -7,6 +7,8 @@ kvspec that give the terms their meaning (the generator version), the compiler's
 identity and flags. It is kept in ``$KVSPEC_CACHE_DIR``
 (default ``~/.cache/kvspec/native``) with a small JSON file describing its layout,
 so a second run of the same model at the same sizes neither generates nor compiles.
+A large program comes as two translation units (:mod:`kvspec.engines.native.units`):
+compiled in parallel when a core is free, one after the other otherwise, and linked.
 """
 from __future__ import annotations
 

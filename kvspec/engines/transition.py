@@ -41,6 +41,7 @@ from kvspec.lang.schema import State
 from kvspec.lang.symvalues import domain_constraint, from_z3, z3_const
 from kvspec.lang.system import ActionInstance, Property, System
 from kvspec.lang.types import PAGE, REQUEST, ValueType
+from kvspec.lang.z3gen import is_false
 from kvspec.trace import InternalError
 
 Vars = list[z3.ExprRef]
@@ -183,6 +184,18 @@ def free_constant_sorts(e: z3.ExprRef) -> dict[str, int]:
         for i in range(n):
             stack.append(z3.Z3_get_app_arg(ctx, a, i))
     return out
+
+
+def simplified(e: z3.ExprRef) -> z3.ExprRef:
+    """``z3.simplify(e)``; a constant, a truth value or an integer literal is its own
+    simplification (most of the terms an encoding simplifies are)."""
+    ctx, a = e.ctx_ref(), e.as_ast()
+    kind = z3.Z3_get_ast_kind(ctx, a)
+    if kind == z3.Z3_NUMERAL_AST and isinstance(e, z3.IntNumRef):
+        return e
+    if kind == z3.Z3_APP_AST and z3.Z3_get_app_num_args(ctx, a) == 0:
+        return e
+    return z3.simplify(e)
 
 
 # -- integer terms -> bit-vector terms ----------------------------------------------------
@@ -347,13 +360,13 @@ def encode_instance(system: System, inst: ActionInstance, int_cur: list[Any]
     enc = system.encode_step(inst, int_cur)
     updates = {}
     for i, (c, n) in enumerate(zip(int_cur, enc.next)):
-        if not c.eq(n):
-            n = z3.simplify(n)
-            if not n.eq(c):
+        if c.ast.value != n.ast.value:  # Z3 shares equal terms: the same term is the same AST
+            n = simplified(n)
+            if n.ast.value != c.ast.value:
                 updates[i] = n
-    errors = [(z3.simplify(c), msg) for c, msg in enc.errors]
-    errors = [(c, msg) for c, msg in errors if not z3.is_false(c)]
-    return InstanceEncoding(inst, z3.simplify(enc.enabled), updates, errors), enc
+    errors = [(simplified(c), msg) for c, msg in enc.errors]
+    errors = [(c, msg) for c, msg in errors if not is_false(c)]
+    return InstanceEncoding(inst, simplified(enc.enabled), updates, errors), enc
 
 
 class TransitionSystem:

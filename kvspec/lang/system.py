@@ -232,15 +232,20 @@ class System:
 
     def invariant_errors(self, current: list[z3.ExprRef]) -> list[tuple[z3.BoolRef, str]]:
         """Model-error conditions of evaluating the invariants on ``current``."""
-        key = tuple(v.get_id() for v in current)
         cached = self._inv_errors
-        if cached is not None and cached[0] == key:
+        same = cached is not None and len(cached[0][0]) == len(current) and \
+            all(a is b for a, b in zip(cached[0][0], current))  # the very same variables
+        if same:
+            return list(cached[1])  # type: ignore[index]
+        key = tuple(v.get_id() for v in current)
+        if cached is not None and cached[0][1] == key:
+            self._inv_errors = ((tuple(current), key), cached[1])
             return list(cached[1])
         errors: list[tuple[z3.BoolRef, str]] = []
         for p in self.properties:
             if p.ir is not None:
                 errors.extend(self.kernel.evaluate(current, p.ir)[1])
-        self._inv_errors = (key, errors)
+        self._inv_errors = ((tuple(current), key), errors)
         return list(errors)
 
     def encode_invariant(self, prop: Property, current: list[z3.ExprRef]) -> z3.BoolRef:

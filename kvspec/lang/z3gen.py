@@ -11,6 +11,7 @@ generated Python of :mod:`kvspec.lang.pygen` does.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -75,7 +76,122 @@ def ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:
     if is_false(c):
         return b
     ctx = a.ctx
-    return _to_expr_ref(z3.Z3_mk_ite(ctx.ref(), c.as_ast(), a.as_ast(), b.as_ast()), ctx)
+    made = z3.Z3_mk_ite(ctx.ref(), c.as_ast(), a.as_ast(), b.as_ast())
+    # an if-then-else is never a numeral: its wrapper is that of its branches' sort
+    if isinstance(a, z3.BoolRef):
+        return z3.BoolRef(made, ctx)
+    if isinstance(a, z3.ArithRef):
+        return z3.ArithRef(made, ctx)
+    return _to_expr_ref(made, ctx)
+
+
+# The constructors below build exactly the terms the z3 operators build (the same
+# C API call on the same arguments; Z3 shares equal terms, so the results are the
+# very same ASTs) without the wrappers' sort coercions: the symbolic interpretation
+# builds tens of thousands of terms per model. Anything that is not two Int terms
+# (or two Bool terms) goes through the z3 operator.
+
+#: the value of each numeral :func:`int_val` made, by address (kept alive here, so
+#: that no other term can take the address)
+_VALUES: dict[int, tuple[int, z3.IntNumRef]] = {}
+
+
+@functools.lru_cache(maxsize=4096)
+def int_val(v: int) -> z3.IntNumRef:
+    """``z3.IntVal(v)`` (shared: Z3 gives equal numerals one AST anyway)."""
+    made = z3.IntVal(v)
+    _VALUES[made.ast.value] = (v, made)
+    return made
+
+
+def _ints(a: Any, b: Any) -> bool:
+    return isinstance(a, z3.ArithRef) and isinstance(b, z3.ArithRef)
+
+
+def _bools(a: Any, b: Any) -> bool:
+    return isinstance(a, z3.BoolRef) and isinstance(b, z3.BoolRef)
+
+
+_CMP = {"<=": z3.Z3_mk_le, "<": z3.Z3_mk_lt, ">=": z3.Z3_mk_ge, ">": z3.Z3_mk_gt}
+
+
+_REFLECTED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def compare(op: str, a: Any, b: Any) -> z3.BoolRef:
+    """``a <op> b`` as the z3 operator builds it. As Python does, a right operand of a
+    subclass of the left one's type (a numeral against a term) runs its reflected
+    method: ``t == 0`` builds ``0 == t``."""
+    ta, tb = type(a), type(b)
+    if ta is not tb and issubclass(tb, ta):
+        a, b, op = b, a, _REFLECTED[op]
+    return compare_as_is(op, a, b)
+
+
+def compare_as_is(op: str, a: Any, b: Any) -> z3.BoolRef:
+    """``a <op> b`` with ``a`` on the left (``t == 0`` written with a Python int)."""
+    if op in ("==", "!=") and (_ints(a, b) or _bools(a, b)):
+        ctx = a.ctx
+        if op == "==":
+            return z3.BoolRef(z3.Z3_mk_eq(ctx.ref(), a.as_ast(), b.as_ast()), ctx)
+        return _mk2(z3.Z3_mk_distinct, a, b)
+    fn = _CMP.get(op)
+    if fn is not None and _ints(a, b):
+        ctx = a.ctx
+        return z3.BoolRef(fn(ctx.ref(), a.as_ast(), b.as_ast()), ctx)
+    return {"==": lambda: a == b, "!=": lambda: a != b, "<": lambda: a < b,  # type: ignore
+            "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b}[op]()
+
+
+_NARY = {"+": z3.Z3_mk_add, "-": z3.Z3_mk_sub, "*": z3.Z3_mk_mul}
+
+
+def arith(op: str, a: Any, b: Any) -> Any:
+    """``a + b``, ``a - b``, ``a * b``, ``a / b`` (``//``), ``a % b`` as the z3
+    operators build them."""
+    if not _ints(a, b):
+        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                "//": lambda: a / b, "%": lambda: a % b}[op]()
+    ctx = a.ctx
+    fn = _NARY.get(op)
+    # (an application, never a numeral: Z3 folds nothing when it builds a term)
+    if fn is not None:
+        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+        return z3.ArithRef(fn(ctx.ref(), 2, arr), ctx)
+    if op == "//":
+        return z3.ArithRef(z3.Z3_mk_div(ctx.ref(), a.as_ast(), b.as_ast()), ctx)
+    return z3.ArithRef(z3.Z3_mk_mod(ctx.ref(), a.as_ast(), b.as_ast()), ctx)
+
+
+def if_int(c: z3.BoolRef, a: z3.ArithRef, b: z3.ArithRef) -> z3.ExprRef:
+    """``z3.If(c, a, b)`` (no shortcut: unlike :func:`ite`, the term is always built)."""
+    ctx = a.ctx
+    return z3.ArithRef(z3.Z3_mk_ite(ctx.ref(), c.as_ast(), a.as_ast(), b.as_ast()), ctx)
+
+
+def sum_(terms: list[z3.ArithRef]) -> z3.ExprRef:
+    """``z3.Sum(terms)`` of Int terms (``0`` for none)."""
+    if not terms:
+        return int_val(0)
+    if not all(isinstance(t, z3.ArithRef) for t in terms):
+        return z3.Sum(terms)
+    ctx = terms[0].ctx
+    arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
+    return _to_expr_ref(z3.Z3_mk_add(ctx.ref(), len(terms), arr), ctx)
+
+
+def int_value(x: Any) -> int | None:
+    """The value of an Int numeral term (``z3.is_int_value``), else None."""
+    if not isinstance(x, z3.ArithRef):
+        return None
+    known = _VALUES.get(x.ast.value)
+    if known is not None:
+        return known[0]
+    ctx, a = x.ctx_ref(), x.as_ast()
+    if z3.Z3_is_numeral_ast(ctx, a) and \
+            z3.Z3_get_sort_kind(ctx, z3.Z3_get_sort(ctx, a)) == z3.Z3_INT_SORT:
+        return int(z3.Z3_get_numeral_string(ctx, a))
+    return None
 
 
 def encode_if(f: Any, c: z3.BoolRef, block: Callable[[list[ir.Stmt]], None], st: ir.If,
@@ -110,8 +226,8 @@ def merge(c: z3.BoolRef, a: Any, b: Any) -> Any:
 
 def const(e: ir.Const) -> z3.ExprRef:
     if isinstance(e.ty, ir.BoolT):
-        return z3.BoolVal(bool(e.value))
-    return z3.IntVal(int(e.value))
+        return TRUE if e.value else FALSE
+    return int_val(int(e.value))
 
 
 @dataclass
@@ -185,7 +301,7 @@ class SymExec:
         self.events = []
         self.violations = {}
         self.frames = []
-        values = [z3.BoolVal(bool(a)) if isinstance(t, ir.BoolT) else z3.IntVal(int(a))
+        values = [(TRUE if a else FALSE) if isinstance(t, ir.BoolT) else int_val(int(a))
                   for a, (_, t) in zip(args, action.value_params)]
         self.call(action, values, TRUE)
         for ev in list(self.events):
@@ -233,7 +349,8 @@ class SymExec:
             self.errors.append((bad, f"{fn.file}:{line}: {message}"))
 
     def in_range(self, x: z3.ExprRef, lo: int, hi: int) -> z3.BoolRef:
-        return z3.And(x >= lo, x <= hi)
+        return _mk2(z3.Z3_mk_and, compare_as_is(">=", x, int_val(lo)),
+                    compare_as_is("<=", x, int_val(hi)))
 
     # -- statements ---------------------------------------------------------------------
     def block(self, body: list[ir.Stmt], fn: ir.Function) -> None:
@@ -261,10 +378,12 @@ class SymExec:
                 self.slots[var.offset] = ite(f.g, value, self.slots[var.offset])
                 return
             idx = self.ex(st.index, fn)
-            if isinstance(st.index, ir.Arith) and not z3.is_int_value(idx):
+            at = int_value(idx)
+            if isinstance(st.index, ir.Arith) and at is None:
                 idx = z3.simplify(idx)
-            if z3.is_int_value(idx) and 0 <= idx.as_long() < var.length:
-                k = var.offset + idx.as_long()
+                at = int_value(idx)
+            if at is not None and 0 <= at < var.length:
+                k = var.offset + at
                 self.slots[k] = ite(f.g, value, self.slots[k])
                 return
             if st.check_index:
@@ -273,7 +392,8 @@ class SymExec:
                            fn, st.line)
             for k in range(var.length):
                 slot = var.offset + k
-                self.slots[slot] = ite(and_(f.g, idx == k), value, self.slots[slot])
+                self.slots[slot] = ite(and_(f.g, compare_as_is("==", idx, int_val(k))), value,
+                                       self.slots[slot])
         elif isinstance(st, ir.MaskStore):
             var = st.var
             mask = self.ex(st.mask, fn)
@@ -303,7 +423,7 @@ class SymExec:
                 f.refresh()
                 if is_false(f.g):
                     break
-                f.env[st.var] = z3.IntVal(v)
+                f.env[st.var] = int_val(v)
                 self.block(st.body, fn)
             f.loops.pop()
             f.refresh()
@@ -334,7 +454,7 @@ class SymExec:
             for k, bit in enumerate(self.ex(st.pages, fn)):
                 eg = and_(g, bit)
                 if not is_false(eg):
-                    self.events.append(SymEvent(eg, st.kind, r, z3.IntVal(k)))
+                    self.events.append(SymEvent(eg, st.kind, r, int_val(k)))
             return
         p = None
         if st.page is not None:
@@ -353,14 +473,16 @@ class SymExec:
             n, m = var.shape[e.along], var.shape[fixed]
             sf, sa = var.strides[fixed], var.strides[e.along]
             row = self.ex(e.row, fn)
-            if z3.is_int_value(row):
-                b = var.offset + sf * row.as_long()
+            at = int_value(row)
+            if at is not None:
+                b = var.offset + sf * at
                 return [self.slots[b + sa * k] for k in range(n)]
             out = []
             for k in range(n):
                 acc = self.slots[var.offset + (m - 1) * sf + k * sa]
                 for p in range(m - 2, -1, -1):
-                    acc = ite(row == p, self.slots[var.offset + p * sf + k * sa], acc)
+                    acc = ite(compare_as_is("==", row, int_val(p)),
+                              self.slots[var.offset + p * sf + k * sa], acc)
                 out.append(acc)
             return out
         var = self.schema.by_name[e.ty.var]
@@ -381,17 +503,19 @@ class SymExec:
             if isinstance(e.index, ir.Const):
                 return self.slots[var.offset + e.index.value]
             idx = self.ex(e.index, fn)
-            if isinstance(e.index, ir.Arith) and not z3.is_int_value(idx):
+            at = int_value(idx)
+            if isinstance(e.index, ir.Arith) and at is None:
                 idx = z3.simplify(idx)
-            if z3.is_int_value(idx) and 0 <= idx.as_long() < var.length:
-                return self.slots[var.offset + idx.as_long()]
+                at = int_value(idx)
+            if at is not None and 0 <= at < var.length:
+                return self.slots[var.offset + at]
             elems = self.slots[var.offset:var.offset + var.length]
             if e.check:
                 self.check(self.in_range(idx, 0, var.length - 1),
                            f"{var.name}[...]: index out of range 0..{var.length - 1}", fn, e.line)
             acc = elems[-1]
             for k in range(len(elems) - 2, -1, -1):
-                acc = ite(idx == k, elems[k], acc)
+                acc = ite(compare_as_is("==", idx, int_val(k)), elems[k], acc)
             return acc
         if isinstance(e, ir.VecOf):
             return self.elems(e, fn)
@@ -403,19 +527,12 @@ class SymExec:
             if e.op == "not":
                 return not_(x)
             if e.op == "neg":
-                return -x
+                return _to_expr_ref(z3.Z3_mk_unary_minus(x.ctx_ref(), x.as_ast()), x.ctx) \
+                    if isinstance(x, z3.ArithRef) else -x
             return [not_(b) for b in x]
         if isinstance(e, ir.Arith):
-            a, b = self.ex(e.a, fn), self.ex(e.b, fn)
-            if e.op == "+":
-                return a + b
-            if e.op == "-":
-                return a - b
-            if e.op == "*":
-                return a * b
-            if e.op == "//":
-                return a / b  # Z3 integer division floors for a positive divisor
-            return a % b
+            # Z3 integer division floors for a positive divisor
+            return arith(e.op, self.ex(e.a, fn), self.ex(e.b, fn))
         if isinstance(e, ir.Compare):
             return self.compare(e.op, self.ex(e.a, fn), self.ex(e.b, fn))
         if isinstance(e, ir.BoolOp):
@@ -456,7 +573,8 @@ class SymExec:
         if isinstance(e, ir.Reduce):
             m = self.ex(e.mask, fn)
             if e.op == "count":
-                return z3.Sum([z3.If(b, 1, 0) for b in m]) if m else z3.IntVal(0)
+                one, zero = int_val(1), int_val(0)
+                return sum_([if_int(b, one, zero) for b in m])
             acc = FALSE if e.op == "any" else TRUE
             for b in m:
                 acc = or_(acc, b) if e.op == "any" else and_(acc, b)
@@ -476,19 +594,15 @@ class SymExec:
         raise TypeError(f"no encoding for {type(e).__name__}")
 
     def compare(self, op: str, a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
-        if op == "==":
-            return a == b  # type: ignore[no-any-return]
-        if op == "!=":
-            return a != b  # type: ignore[no-any-return]
-        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]  # type: ignore
+        return compare(op, a, b)
 
     def fold(self, e: ir.Fold, fn: ir.Function) -> Any:
         f = self.f
         saved = f.env.get(e.var)
-        acc: Any = FALSE if e.op == "any" else TRUE if e.op == "all" else z3.IntVal(0)
+        acc: Any = FALSE if e.op == "any" else TRUE if e.op == "all" else int_val(0)
         terms: list[z3.ExprRef] = []
         for v in e.domain.values:
-            f.env[e.var] = z3.IntVal(v)
+            f.env[e.var] = int_val(v)
             c = TRUE
             depth = 0
             for cond in e.conds:
@@ -505,13 +619,14 @@ class SymExec:
             elif e.op == "all":
                 acc = and_(acc, or_(not_(c), elt))
             else:
-                terms.append(elt if is_true(c) else z3.If(c, elt, 0))
+                terms.append(elt if is_true(c) else if_int(c, elt, int_val(0))
+                             if isinstance(elt, z3.ArithRef) else z3.If(c, elt, 0))
         if saved is None:
             f.env.pop(e.var, None)
         else:
             f.env[e.var] = saved
         if e.op == "sum":
-            return z3.Sum(terms) if terms else z3.IntVal(0)
+            return sum_(terms)
         return acc
 
 
@@ -521,4 +636,4 @@ def _default(t: object, schema: Schema) -> object:
         return FALSE
     if isinstance(t, ir.MaskT):
         return [FALSE] * schema.counts.get(t.dim, 0)
-    return z3.IntVal(0)
+    return int_val(0)

@@ -7,6 +7,8 @@ kvspec that give the terms their meaning (the generator version), the compiler's
 identity and flags. It is kept in ``$KVSPEC_CACHE_DIR``
 (default ``~/.cache/kvspec/native``) with a small JSON file describing its layout,
 so a second run of the same model at the same sizes neither generates nor compiles.
+A large program comes as two translation units (:mod:`kvspec.engines.native.units`):
+compiled in parallel when a core is free, one after the other otherwise, and linked.
 """
 from __future__ import annotations
 
@@ -118,32 +120,73 @@ def cached(key: str, directory: Path | None = None) -> tuple[Path, Path] | None:
     return (lib, meta) if lib.is_file() and meta.is_file() else None
 
 
-def compile_source(source: str, key: str, meta: str, *, directory: Path | None = None) -> Built:
-    """Compile ``source`` into the cache under ``key``, with ``meta`` (JSON) beside it."""
+def idle_cores() -> int:
+    """Cores this process may use that nothing else is running on (by the load average)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0
+    return max(0, int(cores - load))
+
+
+def _run(commands: list[list[str]], parallel: bool) -> None:
+    """Run the compiler commands, all at once when ``parallel``, else one after the
+    other; BuildError if one fails."""
+    procs: list[subprocess.Popen[str]] = []
+    results: list[tuple[str, str]] = []
+    try:
+        for cmd in commands:
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+            if not parallel:
+                results.append(procs[-1].communicate(timeout=600))
+        if parallel:
+            results = [p.communicate(timeout=600) for p in procs]
+    except (OSError, subprocess.SubprocessError) as exc:
+        for p in procs:
+            p.kill()
+            p.wait()
+        raise BuildError(f"{commands[0][0]}: {exc}") from None
+    for p, (_, err) in zip(procs, results):
+        if p.returncode != 0:
+            tail = "\n".join(err.strip().splitlines()[-8:])
+            raise BuildError(f"{commands[0][0]} failed on the generated code:\n{tail}")
+
+
+def compile_source(source: str | list[str], key: str, meta: str, *,
+                   directory: Path | None = None) -> Built:
+    """Compile ``source`` (one C translation unit, or several: compiled in parallel
+    when cores are free, and linked) into the cache under ``key``, with ``meta``
+    (JSON) beside it."""
     found = find_compiler()
     if found is None:
         raise BuildError("no C compiler found (cc, gcc or clang; or set CC)")
     cc, ident = found
+    units = [source] if isinstance(source, str) else list(source)
     flags = list(FLAGS)
-    if len(source) > LARGE_SOURCE:
+    if sum(len(u) for u in units) > LARGE_SOURCE:
         flags[0] = "-O1"
     where = directory if directory is not None else cache_dir()
     target = where / f"kvspec-{key}.so"
     start = time.monotonic()
     where.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kvspec-cc-", dir=where) as tmp:
-        src = Path(tmp) / "model.c"
-        src.write_text(source)
         out = Path(tmp) / "model.so"
+        srcs = [Path(tmp) / f"model{k}.c" for k in range(len(units))]
+        for src, text in zip(srcs, units):
+            src.write_text(text)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        try:
-            proc = subprocess.run([cc, *flags, "-o", str(out), str(src)], capture_output=True,
-                                  text=True, timeout=600)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise BuildError(f"{cc}: {exc}") from None
-        if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
-            raise BuildError(f"{cc} failed on the generated code:\n{tail}")
+        if len(srcs) == 1:
+            _run([[cc, *flags, "-o", str(out), str(srcs[0])]], False)
+        else:
+            # in parallel only when a core is free for the second compiler: on busy
+            # cores two compilers at once take longer in all (they share the caches)
+            # and finish no sooner
+            objs = [src.with_suffix(".o") for src in srcs]
+            _run([[cc, *flags, "-c", "-o", str(o), str(src)] for src, o in zip(srcs, objs)],
+                 idle_cores() >= 1)
+            _run([[cc, "-shared", "-pthread", "-o", str(out), *map(str, objs)]], False)
         side = Path(tmp) / "model.json"
         side.write_text(meta)
         os.replace(out, target)  # atomic: a concurrent run sees all of it or nothing

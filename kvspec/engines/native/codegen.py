@@ -24,21 +24,25 @@ import z3
 from kvspec.engines.canon import Canonicalizer
 from kvspec.engines.native.layout import Layout, plan
 from kvspec.engines.native.terms import Lowering, Unsupported, literal
+from kvspec.engines.native.units import split_units
 from kvspec.engines.transition import (BitVecImage, EncodingOverflow, InstanceEncoding,
-                                       encode_instance)
+                                       encode_instance, simplified)
 from kvspec.lang.system import ActionInstance, Property, System
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, ValueType
-from kvspec.lang.z3gen import StepEncoding
+from kvspec.lang.z3gen import StepEncoding, int_value, is_false, is_true
 
 __all__ = ["GENERATOR_VERSION", "Generated", "Unsupported", "generate"]
 
 #: part of the build cache key: bump when the generated code changes meaning
-GENERATOR_VERSION = "4"
+GENERATOR_VERSION = "5"
 _HERE = Path(__file__).parent
 #: the most properties one run tracks (a bit each)
 MAX_PROPERTIES = 64
 #: instances per generated C function (one huge function makes the compiler slow)
 CHUNK = 8
+#: how the instance functions are optimised (see :func:`generate`)
+INSTANCE_OPTIMIZE = '"O1"'
+
 
 
 @dataclass
@@ -49,6 +53,8 @@ class Generated:
     kinds: list[str]                  # event kinds, in the order of the coverage counts
     symmetry: tuple[bool, bool]       # (requests, pages) canonicalised in the code
     notes: dict[str, int] = field(default_factory=dict)
+    #: ``source`` as the translation units to compile (two, in parallel, when large)
+    units: list[str] = field(default_factory=list)
 
 
 def search_order(system: System) -> list[ActionInstance]:
@@ -108,12 +114,14 @@ def generate(system: System, canon: Canonicalizer | None) -> Generated:
         assert canon is not None
         body.append(_canon_tables(canon))
         body.append((_HERE / "canon.c").read_text())
+    batch_at = len(body)
     body.append(BATCH)
     parts = []
     # The instances are straight-line code the compiler optimises at -O1 (at -O2 they
     # took most of the build for a few percent of the search's speed); the search
     # loop, hashing and canonicalisation around them keep the command line's -O2.
-    body.append('#pragma GCC push_options\n#pragma GCC optimize ("O1")')
+    body.append(f'#pragma GCC push_options\n#pragma GCC optimize ({INSTANCE_OPTIMIZE})')
+    first_function = len(body)
     for first in range(0, len(encoded), CHUNK):
         low.lines = []
         low.indent = 1
@@ -128,6 +136,7 @@ def generate(system: System, canon: Canonicalizer | None) -> Generated:
                     "    int64_t *restrict ci = c->cov_inst, *restrict ce = c->cov_ev;\n"
                     "    (void)b; (void)w; (void)s; (void)ci; (void)ce;\n" +
                     "\n".join(low.lines) + "\n    return 0;\n}\n")
+    functions = range(first_function, len(body))
     body.append("#pragma GCC pop_options")
     calls = "".join(f"    if ({name}(c, &b, w, s)) return 1;\n" for name in parts)
     body.append("static int kv_expand(kv_ctx *c, const uint64_t *w, const int64_t *s) {\n"
@@ -138,9 +147,10 @@ def generate(system: System, canon: Canonicalizer | None) -> Generated:
                  invariant_terms)
     engine = (_HERE / "engine.c").read_text()
     source = engine.replace("/*@HEADER@*/", head).replace("/*@MODEL@*/", "\n".join(body))
+    split = split_units(source, engine, head, body, batch_at, functions)
     notes = {"slots": len(types), "stored_slots": sum(s.const is None for s in layout.slots),
              "bits": layout.bits, "state_bytes": layout.state_bytes, "instances": len(order)}
-    return Generated(source, layout, order, kinds, sym, notes)
+    return Generated(source, layout, order, kinds, sym, notes, split.units)
 
 
 #: values (and literals) up to this magnitude, without products, cannot overflow int64
@@ -181,9 +191,9 @@ def _instance(low: Lowering, layout: Layout, ie: InstanceEncoding, enc: StepEnco
     """One instance: its error conditions, its guard, its successor."""
     errors = [c for c, _ in ie.errors if c.get_id() not in inv_ids]
     updates = sorted(ie.updates.items())
-    guards = [(kinds.index(ev.kind), z3.simplify(ev.guard)) for ev in enc.events]
+    guards = [(kinds.index(ev.kind), simplified(ev.guard)) for ev in enc.events]
     # the events themselves, for the edge mode (the monitor of the liveness product)
-    emitted = [(k, g, z3.simplify(ev.request), None if ev.page is None else z3.simplify(ev.page))
+    emitted = [(k, g, simplified(ev.request), None if ev.page is None else simplified(ev.page))
                for (k, g), ev in zip(guards, enc.events)]
     args = [t for _, _, r, p in emitted for t in (r, p) if t is not None]
     low.begin([ie.enabled, *errors, *[t for _, t in updates], *[g for _, g in guards], *args])
@@ -193,7 +203,7 @@ def _instance(low: Lowering, layout: Layout, ie: InstanceEncoding, enc: StepEnco
             cond = " || ".join(low.expr(c) for c in errors)
             low.put(f"if ({cond}) {{ if (!kv_batch_flush(c, b)) c->r->err_inst = {ie.inst.index}; "
                     "return 1; }")
-        if z3.is_false(ie.enabled):
+        if is_false(ie.enabled):
             low.put("(void)0;")
         else:
             low.put(f"if ({low.expr(ie.enabled)}) {{")
@@ -279,9 +289,9 @@ def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRe
     low.put(f"ci[{index}]++;")
     counted: dict[int, int] = {}
     for kind, g in guards:
-        if z3.is_true(g):
+        if is_true(g):
             counted[kind] = counted.get(kind, 0) + 1
-        elif not z3.is_false(g):
+        elif not is_false(g):
             low.put(f"ce[{kind}] += ({low.expr(g)}) ? 1 : 0;")
     for kind, times in counted.items():
         low.put(f"ce[{kind}] += {times};")
@@ -296,11 +306,11 @@ def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRe
         low.put("if (c->edge_cap >= 0) {  /* edge mode: the events of this transition */")
         with low.nested():
             for kind, g, r, p in emitted:
-                if z3.is_false(g):
+                if is_false(g):
                     continue
                 page = "-1" if p is None else low.expr(p)
                 call = f"if (kv_event(c, {kind}, {low.expr(r)}, {page})) return 1;"
-                low.put(call if z3.is_true(g) else f"if ({low.expr(g)}) {{ {call} }}")
+                low.put(call if is_true(g) else f"if ({low.expr(g)}) {{ {call} }}")
         low.put("}")
     low.put("uint64_t n[NW]; memcpy(n, w, sizeof n);")
     # one assignment per word written: the constant part folded into one literal
@@ -378,13 +388,11 @@ static __attribute__((noinline)) int kv_batch_push_full(kv_ctx *c, kv_batch *b, 
 
 def _constant(term: z3.ExprRef) -> int | None:
     """The value of a literal term (an integer or a truth value), else None."""
-    if z3.is_int_value(term):
-        return int(term.as_long())
-    if z3.is_true(term):
+    if is_true(term):
         return 1
-    if z3.is_false(term):
+    if is_false(term):
         return 0
-    return None
+    return int_value(term)
 
 
 def _canon_tables(canon: Canonicalizer) -> str:

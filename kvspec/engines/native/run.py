@@ -172,7 +172,7 @@ def _build(system: System, canon: Canonicalizer, cache: Path | None
             "state_bits": gen.layout.bits, "symmetry": list(gen.symmetry), **gen.notes}
     found = find_compiler()
     meta["compiler"] = found[1] if found is not None else ""
-    built = compile_source(gen.source, key, json.dumps(meta), directory=cache)
+    built = compile_source(gen.units or gen.source, key, json.dumps(meta), directory=cache)
     return built, meta
 
 

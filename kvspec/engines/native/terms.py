@@ -65,11 +65,13 @@ class Lowering:
 
     # -- the terms through the C API -----------------------------------------------------
     def _node(self, a: Any) -> tuple[int, Node]:
-        ctx = self._ctx
-        key = z3.Z3_get_ast_id(ctx, a)
+        # a term's address names it while it is alive (Z3 shares equal terms), as its
+        # id does, and costs no call
+        key = a.value
         hit = self._nodes.get(key)
         if hit is not None:
             return key, hit
+        ctx = self._ctx
         kind = z3.Z3_get_ast_kind(ctx, a)
         if kind == z3.Z3_NUMERAL_AST:
             node: Node = (_NUM, (), int(z3.Z3_get_numeral_string(ctx, a)))
@@ -96,7 +98,7 @@ class Lowering:
         """A new block over ``roots``: count how often each subterm is used."""
         self.refs = Counter()
         self.temps = {}
-        self._nodes = {}  # Z3 reuses the ids of freed terms: nothing is kept across blocks
+        self._nodes = {}  # Z3 reuses freed terms' ids and memory: nothing is kept across blocks
         seen: set[int] = set()
         stack = []
         for r in roots:
@@ -158,6 +160,13 @@ class Lowering:
             const = self.layout.slots[slot].const
             return literal(const) if const is not None else f"s[{slot}]"
         n = len(kids)
+        if op == z3.Z3_OP_ITE:
+            # a choice of 1 or 0 on a condition (a mask counted) is the condition: truth
+            # values are 0 or 1 in C
+            then, other = self._node(kids[1])[1], self._node(kids[2])[1]
+            if then[0] == _NUM and other[0] == _NUM and {then[2], other[2]} == {0, 1}:
+                cond = self._expr(kids[0])
+                return cond if then[2] == 1 else f"(!{cond})"
         if op in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD):
             d = self._node(kids[1])[1]
             if d[0] != _NUM or d[2] <= 0:

@@ -145,7 +145,8 @@ def generate(system: System, canon: Canonicalizer | None) -> Generated:
                                     if p.kind == "invariant" and p.flag is None]
     _check_range(low, types, [ie for ie, _ in encoded], [enc for _, enc in encoded],
                  invariant_terms)
-    engine = (_HERE / "engine.c").read_text()
+    engine = (_HERE / "engine.c").read_text().replace("/*@WINDOWS@*/",
+                                                     (_HERE / "windows.c").read_text())
     source = engine.replace("/*@HEADER@*/", head).replace("/*@MODEL@*/", "\n".join(body))
     split = split_units(source, engine, head, body, batch_at, functions)
     notes = {"slots": len(types), "stored_slots": sum(s.const is None for s in layout.slots),
@@ -341,7 +342,7 @@ def _successor(low: Lowering, layout: Layout, updates: list[tuple[int, z3.ExprRe
 #: before it). In the breadth-first search of one thread (``c->solo``) it goes
 #: straight to the records of the window of states being expanded (``kv_collect``),
 #: looked up only when they are stored, with prefetching that runs further ahead
-#: (engine.c, ``kv_store_window``).
+#: (windows.c, ``kv_store_window``).
 BATCH = r"""
 #define KV_BATCH 64
 static inline uint64_t kv_hash(const uint64_t *w);

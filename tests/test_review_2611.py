@@ -4,34 +4,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 from conftest import run_cli
+from test_derived_sizes import _model as derived_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
-DERIVED = textwrap.dedent('''\
-    from kvspec import Int, Model, Page, Pages, Request, Requests, Size, action, invariant, require, var
-
-
-    class D(Model):
-        requests = Requests(2)
-        pages = Pages(4)
-        cap = Size(derived=lambda sz: sz.pages // 2, minimum=1)
-        used = var(Int(0, "cap"), init=0)
-        owner = pages.var(requests.optional, init=None)
-
-        @action
-        def alloc(s, r: Request, p: Page):
-            require(s.owner[p] is None and s.used < s.cap)
-            s.owner[p] = r
-            s.used += 1
-
-        @invariant
-        def at_most_cap(s) -> bool:
-            return (s.owner != None).count() <= s.cap
-    ''')
+#: the derived-size model of test_derived_sizes (capacity half the pages)
+DERIVED = derived_model()
 
 
 def test_pdr_proves_a_model_with_a_derived_size(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import z3
 
 from kvspec.engines.inference import QDIM, StateTable, Template
-from kvspec.engines.selection import ERRORS_GOAL, FORMULA_BASE
+from kvspec.engines.selection import ERRORS_GOAL, FORMULA_BASE, support_closure
 from kvspec.lang.schema import State
 from kvspec.lang.system import Property, System
 from kvspec.lang.types import PAGE, REQUEST
@@ -125,16 +125,7 @@ class OrbitProposals:
 
     def needed(self, roots: list[str], present: set[str]) -> list[str]:
         """``roots`` and the proposals added for them, transitively, among ``present``."""
-        out = [r for r in roots if r in present]
-        seen = set(out)
-        stack = list(roots)
-        while stack:
-            for label in sorted(self.support.get(stack.pop(), ())):
-                if label not in seen and label in present:
-                    seen.add(label)
-                    out.append(label)
-                    stack.append(label)
-        return out
+        return support_closure(self.support, roots, present)
 
 
 def _state_to_exclude(report: OrbitReport, goals: dict[str, str]

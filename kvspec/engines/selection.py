@@ -6,7 +6,7 @@ candidate excludes ask :mod:`kvspec.engines.proposals` for new ones.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,17 +232,7 @@ class Strengthener:
         counterexample to its induction, and theirs, transitively (``root`` included).
         Seeded clauses (from a smaller size) that no counterexample asked for are in
         no goal's list: they were kept because they are inductive together."""
-        chosen = set(self.chosen)
-        out: list[int] = [root] if isinstance(root, int) and root in chosen else []
-        stack = [root]
-        seen: set[int | str] = {root}
-        while stack:
-            for k in sorted(self.support.get(stack.pop(), ())):
-                if k not in seen and k in chosen:
-                    seen.add(k)
-                    out.append(k)
-                    stack.append(k)
-        return out
+        return support_closure(self.support, [root], set(self.chosen))
 
     def _find_cti(self, errors_goal: bool) -> tuple[State, State | None] | None:
         ts = self.ts
@@ -330,6 +320,23 @@ def _names(e: z3.ExprRef) -> set[str]:
         if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
             out.add(x.decl().name())
         stack.extend(x.children())
+    return out
+
+
+def support_closure(support: Mapping[Any, Iterable[Any]], roots: list[Any],
+                    present: Container[Any]) -> list[Any]:
+    """``roots`` and what was added to support them (``support``: a clause or goal ->
+    the clauses added for it), transitively, keeping only what is ``present``; in
+    discovery order."""
+    out = [r for r in roots if r in present]
+    seen = set(out)
+    stack = list(roots)
+    while stack:
+        for k in sorted(support.get(stack.pop(), ())):
+            if k not in seen and k in present:
+                seen.add(k)
+                out.append(k)
+                stack.append(k)
     return out
 
 

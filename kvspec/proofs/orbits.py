@@ -513,11 +513,7 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                 if slots & written:
                     vocab |= slots
                     targets.append((c.index, post(orbits.term(c.index, images))))
-        broken = [z3.Not(t) for _, t in targets]
-        for i, e in step.updates.items():
-            dom = enc.in_domain(i, e)
-            if dom is not None:
-                broken.append(z3.Not(dom))
+        broken = [z3.Not(t) for _, t in targets] + enc.leaving_domain(step.updates)
         if not broken:
             continue
         res, why = ask([step.enabled, z3.Not(step.error), _mk_or(broken)], vocab)

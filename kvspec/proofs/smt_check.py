@@ -132,6 +132,16 @@ class Encoding:
             return z3.And(term >= values[0], term <= values[-1])
         return z3.Or(*[term == x for x in values])
 
+    def leaving_domain(self, updates: dict[int, z3.ExprRef]) -> list[z3.BoolRef]:
+        """For each update whose value may leave its slot's type: the condition that
+        it does."""
+        out = []
+        for i, e in updates.items():
+            dom = self.in_domain(i, e)
+            if dom is not None:
+                out.append(z3.Not(dom))
+        return out
+
     def value_in_domain(self, slot: int, internal: Any) -> bool:
         values = self.values[slot]
         return values is None or int(internal) in values
@@ -284,10 +294,7 @@ def check_clauses(system: System, clauses: list[Clause], properties: list[Proper
         parts = sorted({j for slot in step.updates for j in readers.get(slot, ())})
         post = _Substitution([(enc.cur[i], e) for i, e in step.updates.items()])
         broken = [post(_mk_or([z3.Not(pieces[j]) for j in parts]))] if parts else []
-        for i, e in step.updates.items():
-            dom = enc.in_domain(i, e)
-            if dom is not None:
-                broken.append(z3.Not(dom))
+        broken += enc.leaving_domain(step.updates)
         if not broken:
             continue
         goal = [step.enabled, z3.Not(step.error), z3.Or(*broken)]

@@ -279,12 +279,8 @@ def prove_by_orbits(system: System, names: list[str], *, deadline: Deadline, sym
         orbit = orbit_route(system, small, symmetric, pending, deadline, partial=True)
     if orbit is None:
         return verdicts, {"inference": small.notes, "proved": []}, small
-    needs = orbit.notes.pop("needs", {})
-    extra["inference"] = {**small.notes, "orbit_route": orbit.notes, "needs": needs}
-    with time_limit(deadline, "the certificate check"), deep_terms():
-        stopped = _prove(system, orbit.formulas, orbit.labels, None, orbit.proved, verdicts,
-                         extra, save_proof, proofs_dir, deadline, extra["inference"],
-                         symmetry=symmetric)
+    stopped = _prove_orbits(system, small, orbit, verdicts, extra, save_proof, proofs_dir,
+                            deadline, symmetric)
     if stopped:
         extra["stopped"] = stopped
     extra["proved"] = sorted(verdicts)
@@ -550,13 +546,8 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
                                          [p.name for p in pending], max_states=max_states)
                     orbit = orbit_route(system, small, symmetric, pending, deadline)
             if orbit is not None:
-                needs = orbit.notes.pop("needs", {})
-                extra["inference"] = {**small.notes, "orbit_route": orbit.notes,
-                                      "needs": needs}
-                with time_limit(deadline, "the certificate check"), deep_terms():
-                    stopped = _prove(system, orbit.formulas, orbit.labels, None, orbit.proved,
-                                     verdicts, extra, save_proof, proofs_dir, deadline,
-                                     extra["inference"], symmetry=symmetric)
+                stopped = _prove_orbits(system, small, orbit, verdicts, extra, save_proof,
+                                        proofs_dir, deadline, symmetric)
                 pending = [p for p in pending if p.name not in verdicts]
             if pending:
                 with time_limit(deadline, "invariant inference"), deep_terms():
@@ -612,6 +603,19 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
     stats = Stats(seconds=deadline.elapsed(), depth=max(depth, 0))
     stats.extra["pdr"] = extra
     return EngineOutcome([verdicts[p.name] for p in system.properties], stats, "pdr")
+
+
+def _prove_orbits(system: System, small: SmallSelection, orbit: OrbitProof,
+                  verdicts: dict[str, Verdict], extra: dict[str, Any], save_proof: bool,
+                  proofs_dir: Path, deadline: Deadline, symmetric: tuple[bool, bool]) -> str:
+    """:func:`_prove` for what the orbit route proved, its notes (and which clauses each
+    property needs) recorded under ``extra["inference"]``."""
+    needs = orbit.notes.pop("needs", {})
+    extra["inference"] = {**small.notes, "orbit_route": orbit.notes, "needs": needs}
+    with time_limit(deadline, "the certificate check"), deep_terms():
+        return _prove(system, orbit.formulas, orbit.labels, None, orbit.proved, verdicts,
+                      extra, save_proof, proofs_dir, deadline, extra["inference"],
+                      symmetry=symmetric)
 
 
 def _prove(system: System, clauses: list[z3.BoolRef], readable: list[str],

@@ -221,13 +221,13 @@ def _builtin(b: ExprBuilder, fn: Any, node: ast.Call) -> ir.Expr:
             raise b.err(node, "len() takes one argument")
         v = b.expr(args[0])
         if isinstance(v, _Marker) and v.what == "space":
-            n = b.counts[v.value]
+            dim, n = v.value, b.counts[v.value]
         elif isinstance(v, ir.Expr) and isinstance(v.ty, (ir.VecT, ir.MaskT)):
-            n = _length(b, v.ty.dim)
+            dim, n = v.ty.dim, _length(b, v.ty.dim)
         else:
             raise b.err(node, "len() applies to s.requests, s.pages, a state array or a mask")
         b.scope.size_reads.append(f"{b.file}:{node.lineno}")
-        return b.const(n, ir.IntT(n, n), node)
+        return ir.Const(n, ty=ir.IntT(n, n), line=node.lineno, size=dim)
     if name in ("int", "bool", "float", "str"):
         raise b.err(node, f"{name}() conversions are not supported in model code")
     if name == "range":

@@ -231,7 +231,8 @@ class ExprBuilder:
                 raise self.err(node, f"the model declares no {dim}s")
             return _Marker("space", dim)
         if name in sizes:
-            return self.const(sizes[name], ir.IntT(sizes[name], sizes[name]), node)
+            return ir.Const(sizes[name], ty=ir.IntT(sizes[name], sizes[name]),
+                            line=getattr(node, "lineno", 0), param=name)
         if cls is not None and hasattr(cls, name):
             static = inspect.getattr_static(cls, name)
             value = getattr(cls, name)
@@ -241,8 +242,9 @@ class ExprBuilder:
             if inspect.isfunction(value):
                 return _Marker("method", value)
             if isinstance(value, SizeParam):
-                return self.const(sizes[value.name], ir.IntT(sizes[value.name],
-                                                             sizes[value.name]), node)
+                n = sizes[value.name]
+                return ir.Const(n, ty=ir.IntT(n, n), line=getattr(node, "lineno", 0),
+                                param=value.name)
             if isinstance(value, (bool, int, enum.Enum)) or value is None:
                 return self.global_value(value, name, node)
         known = ", ".join(v.name for v in self.scope.schema.vars if v.owner == "model")

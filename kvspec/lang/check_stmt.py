@@ -17,6 +17,11 @@ from kvspec.lang.types import BoolType, EnumType, IntType, RefType
 _AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%",
         ast.BitAnd: "&", ast.BitOr: "|"}
 
+#: how the symmetry analysis words the order dependences that the all-sizes reading
+#: over-approximates instead of rejecting (kvspec.proofs.parametric.model)
+CARRIES_LOCAL = "carries local"
+STOPS_EARLY = "stops early with `break`"
+
 
 @dataclass
 class _Loop:
@@ -503,12 +508,11 @@ class BodyBuilder(ExprBuilder):
                         and id(n) not in inside}
         carried = sorted(assigned & (before | read_outside))
         for name in carried:
-            self.brk(dim, node, f"the loop over {dim}s carries local {name!r} from one iteration "
-                                "to the next (order-dependent; use masks or count())")
+            self.brk(dim, node, f"the loop over {dim}s {CARRIES_LOCAL} {name!r} from one "
+                                "iteration to the next (order-dependent; use masks or count())")
         for sub in ast.walk(node):
             if isinstance(sub, ast.Break) and _innermost_loop(node, sub) is node:
-                self.brk(dim, sub, f"the loop over {dim}s stops early with `break` "
-                                   "(order-dependent)")
+                self.brk(dim, sub, f"the loop over {dim}s {STOPS_EARLY} (order-dependent)")
             if isinstance(sub, ast.Return):
                 self.brk(dim, sub, f"`return` inside a loop over {dim}s (order-dependent)")
         written: set[str] = set()

@@ -133,6 +133,11 @@ class Expr:
 @dataclass(eq=False)
 class Const(Expr):
     value: Any  # encoded: bool or int
+    #: ``len()`` of this id space (``value`` is its size in this compilation); the
+    #: all-sizes reading takes the size as a symbol
+    size: str | None = field(default=None, kw_only=True)
+    #: the size parameter this reads (``s.max_need``), likewise
+    param: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(eq=False)

@@ -98,8 +98,12 @@ def certificate_path(system: System, proofs_dir: Path | None = None) -> Path:
     if own.exists():
         return own
     from kvspec.proofs.parametric.engine import all_sizes_name, is_all_sizes
-    every = own.parent / all_sizes_name(system)
-    return every if is_all_sizes(every) else own
+    from kvspec.proofs.parametric.model import symbolic_params
+    for params in (symbolic_params(system), []):
+        every = own.parent / all_sizes_name(system, params)
+        if is_all_sizes(every):
+            return every
+    return own
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -438,11 +442,11 @@ def _check_all_sizes(doc: CertificateDocument, system: System, check: Certificat
     number of requests and pages: initiation, consecution and safety of its quantified
     clauses on the model's parametric transition system."""
     from kvspec.proofs.parametric.values import Unsupported
-    from kvspec.proofs.parametric.engine import recheck
+    from kvspec.proofs.parametric.engine import params_of, recheck
     from kvspec.proofs.parametric.model import fixed_sizes
 
     check.kind = KIND_ALL_SIZES
-    fixed = fixed_sizes(system)
+    fixed = fixed_sizes(system, params_of(system, doc.smtlib2))
     if doc.model_name != system.name:
         check.problems.append(f"the certificate is for the model {doc.model_name!r}, not "
                               f"{system.name!r}")

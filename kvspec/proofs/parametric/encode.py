@@ -18,11 +18,19 @@ sizes, this interpretation builds the transition of *every* size at once:
   own element runs for every element at once, and so do the monitor handlers of
   the events a mask or such a loop emits.
 
-Everything else — arithmetic or order on ids, a literal id, a count that is used
-as a number, a sum over ids, a loop over ids that carries values from one
-iteration to the next — is outside the fragment: :class:`Unsupported` names the
-file and line of the construct. The result has the same meaning as the other
-interpretations; every construct accepted here is translated exactly.
+Some constructs are read as a *larger* set of behaviours (an over-approximation,
+sound for invariants) and recorded as :class:`~kvspec.proofs.parametric.bounds.Approximation`
+with their line: a loop over ids that carries a local from one iteration to the
+next (each iteration reads any value; after the loop the local holds any value),
+``break`` in such a loop (any set of iterations runs), a count of ids compared
+with a number that is not a small bounded one or used as a number (any value).
+``len()`` of an id space and bounds that depend on the number of ids are symbols
+(:class:`~kvspec.proofs.parametric.bounds.SizeSymbols`).
+
+Everything else — arithmetic or order on ids, a literal id, a sum over ids,
+``return`` inside a loop over ids — is outside the fragment: :class:`Unsupported`
+names the file and line of the construct. Every construct accepted and not
+recorded as an approximation is translated exactly.
 """
 from __future__ import annotations
 
@@ -36,6 +44,7 @@ from kvspec.lang import ir
 from kvspec.lang.schema import VarInfo
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, ValueType
 from kvspec.lang.z3gen import FALSE, TRUE, and_, encode_if, is_false, is_true, not_, or_
+from kvspec.proofs.parametric.bounds import ID_SPACES, Approximation, SizeSymbols
 from kvspec.proofs.parametric.values import (MAX_COUNT, NONE, Count, Sorts, Unsupported, Vec,
                                              View, at_least, exists, forall, int_range,
                                              var_dims, where_of)
@@ -54,6 +63,8 @@ class Frame:
     env: dict[str, Any] = field(default_factory=dict)
     result: Any = None
     g: z3.BoolRef = TRUE
+    #: locals last assigned in a loop over ids: their any-value reading after it
+    loose: dict[str, tuple[str, z3.ExprRef]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.conds = [self.entry]
@@ -92,6 +103,8 @@ class Parallel:
     block: int
     written: set[str] = field(default_factory=set)
     outer: set[str] = field(default_factory=set)  # locals defined before the loop
+    #: outer locals the loop assigns: read as any value (an over-approximation)
+    carried: set[str] = field(default_factory=set)
     frame: Any = None  # the frame the loop runs in (None: monitor handlers)
     depth: int = 0  # loops of that frame enclosing the loop
 
@@ -124,10 +137,19 @@ class ParamExec:
     """Runs IR functions on a parametric state view."""
 
     def __init__(self, sorts: Sorts, vars_by_name: dict[str, VarInfo],
-                 flags: dict[str, str]) -> None:
+                 flags: dict[str, str], sizes: SizeSymbols | None = None,
+                 symbolic: dict[str, tuple[z3.ArithRef, z3.ArithRef]] | None = None) -> None:
         self.sorts = sorts
         self.vars = vars_by_name
         self.flags = flags  # property -> flag variable name
+        self.sizes = sizes
+        #: variable (or ``action.param``) -> symbolic (lo, hi) of an Int whose bounds
+        #: depend on the number of ids
+        self.symbolic = dict(symbolic or {})
+        self.approximations: list[Approximation] = []
+        #: the id variables bound where an expression is encoded (loop and any/all);
+        #: a fresh value depends on them
+        self.binders: list[z3.ExprRef] = []
         self.view: View = {}
         self.enabled: z3.BoolRef = TRUE
         self.errors: list[tuple[z3.BoolRef, str]] = []
@@ -139,7 +161,7 @@ class ParamExec:
         #: symbol name -> (lo, hi) of the bounded ints and enums (state and parameters)
         self.ranges: dict[str, tuple[int, int]] = {}
         for v in vars_by_name.values():
-            if v.type.kind in ("int", "enum"):
+            if v.type.kind in ("int", "enum") and v.name not in self.symbolic:
                 dom = v.type.domain()
                 self.ranges[v.name] = (min(dom), max(dom))
 
@@ -163,9 +185,13 @@ class ParamExec:
                 v = z3.Bool(f"{action.name}.{name}!{next(self.sorts.counter)}")
             else:
                 v = z3.Int(f"{action.name}.{name}!{next(self.sorts.counter)}")
-                dom = t.domain()
-                self.ranges[v.decl().name()] = (min(dom), max(dom))
-                ok.append(z3.And(v >= min(dom), v <= max(dom)))
+                sym = self.symbolic.get(f"{action.name}.{name}")
+                if sym is not None:
+                    ok.append(z3.And(v >= sym[0], v <= sym[1]))
+                else:
+                    dom = t.domain()
+                    self.ranges[v.decl().name()] = (min(dom), max(dom))
+                    ok.append(z3.And(v >= min(dom), v <= max(dom)))
             values.append(v)
         self.call(action, list(values), TRUE)
         self.run_handlers(handlers)
@@ -204,6 +230,7 @@ class ParamExec:
             par = Parallel(ev.par.dim, ev.par.x, ev.par.block)
             saved = self.par
             self.par = par
+            self.binders.append(par.x)
             try:
                 for e in block:
                     for h in handlers.get(e.kind, ()):
@@ -211,6 +238,7 @@ class ParamExec:
                         self.call(h, vals, e.guard)
             finally:
                 self.par = saved
+                self.binders.pop()
             i += len(block)
 
     def call(self, fn: ir.Function, values: list[Any], entry: z3.BoolRef) -> Any:
@@ -253,6 +281,19 @@ class ParamExec:
         if not is_false(cond):
             self.errors.append((cond, f"{fn.file}:{line}: {message}"))
 
+    def approximate(self, where: str, what: str) -> None:
+        a = Approximation(where, what)
+        if a not in self.approximations:
+            self.approximations.append(a)
+
+    def fresh(self, sort: z3.SortRef, hint: str) -> z3.ExprRef:
+        """Any value of ``sort``, chosen anew for every element of the ids bound here."""
+        name = f"{hint}!{next(self.sorts.counter)}"
+        if not self.binders:
+            return z3.Const(name, sort)
+        fn = z3.Function(name, *[x.sort() for x in self.binders], sort)
+        return fn(*self.binders)
+
     # -- statements ------------------------------------------------------------------------
     def block(self, body: list[ir.Stmt], fn: ir.Function) -> None:
         for st in body:
@@ -267,7 +308,8 @@ class ParamExec:
             values = [self.ex(v, fn) for v in st.values]
             running = f.running()
             for name, v in zip(st.names, values):
-                if self.par is not None and self.par.here(f) and name in self.par.outer:
+                if self.par is not None and self.par.here(f) and name in self.par.outer \
+                        and name not in self.par.carried:
                     raise Unsupported(where, f"{name!r} carries a value from one iteration of a "
                                              "loop over ids to the next")
                 old = f.env.get(name)
@@ -284,7 +326,7 @@ class ParamExec:
             if len(var_dims(var)) != 1:
                 raise Unsupported(where, f"a masked assignment to {var.name}")
             if st.check_value:
-                self.check(not_(self.in_type(value, var.type)),
+                self.check(not_(self.in_type(value, var.type, var.name)),
                            f"write {var.name}[mask] = <value>: outside its type", fn, st.line)
             old = self.view[var.name]
             g = f.g
@@ -327,24 +369,7 @@ class ParamExec:
         if isinstance(st.domain.ty, ir.RefT):
             if self.par is not None:
                 raise Unsupported(where, "nested loops over ids")
-            dim = st.domain.ty.dim
-            x = self.sorts.fresh(dim, st.var)
-            par = Parallel(dim, x, next(self.blocks), outer=set(f.env), frame=f,
-                           depth=len(f.loops))
-            before = set(f.env)
-            f.env[st.var] = x
-            saved_g = f.g
-            f.push(self.sorts.real(x))
-            self.par = par
-            try:
-                self.block(st.body, fn)
-            finally:
-                self.par = None
-            f.pop()
-            f.g = saved_g
-            for name in list(f.env):
-                if name not in before:
-                    del f.env[name]  # iteration-local names end with the loop
+            self.loop_over_ids(st, fn, where)
             return
         f.loops.append([TRUE, TRUE])
         for v in st.domain.values:
@@ -357,12 +382,65 @@ class ParamExec:
         f.loops.pop()
         f.refresh()
 
+    def loop_over_ids(self, st: ir.For, fn: ir.Function, where: str) -> None:
+        """Every iteration at once, for an arbitrary element ``x``. A local the loop
+        carries from one iteration to the next reads as any value in each iteration
+        and holds any value after the loop; with ``break`` any set of iterations runs
+        (both over-approximations, recorded)."""
+        f = self.f
+        dim = st.domain.ty.dim
+        x = self.sorts.fresh(dim, st.var)
+        assigned = _assigned(st.body)
+        before = set(f.env)
+        par = Parallel(dim, x, next(self.blocks), outer=before, frame=f, depth=len(f.loops))
+        self.binders.append(x)
+        try:
+            for name in sorted(assigned & before):
+                old = f.env[name]
+                if not isinstance(old, z3.ExprRef):
+                    raise Unsupported(where, f"{name!r} carries a value from one iteration of "
+                                             "a loop over ids to the next")
+                par.carried.add(name)
+                f.env[name] = self.fresh(old.sort(), name)
+                self.approximate(where, f"the loop over {dim}s carries {name!r} from one "
+                                        "iteration to the next: read as any value")
+            f.env[st.var] = x
+            saved_g = f.g
+            f.push(self.sorts.real(x))
+            if _breaks(st.body):
+                self.approximate(where, f"the loop over {dim}s stops early with `break`: "
+                                        "any set of its iterations runs")
+                f.push(self.fresh(z3.BoolSort(), "runs"))  # type: ignore[arg-type]
+            f.loops.append([TRUE, TRUE])  # break/continue end this iteration
+            f.refresh()
+            self.par = par
+            try:
+                self.block(st.body, fn)
+            finally:
+                self.par = None
+            f.loops.pop()
+        finally:
+            self.binders.pop()
+        f.conds = f.conds[:len(f.conds) - (2 if _breaks(st.body) else 1)]
+        f.refresh()
+        f.g = saved_g
+        for name in list(f.env):
+            value = f.env[name]
+            if name in par.carried:
+                # after the loop: the value of some iteration, or the one before it
+                f.env[name] = self.fresh(value.sort(), name)
+            elif name not in before:
+                del f.env[name]  # iteration-local names end with the loop
+                if name in assigned and name != st.var and isinstance(value, z3.ExprRef):
+                    # read after the loop only where the model assigned it before too
+                    f.loose[name] = (where, self.fresh(value.sort(), name))
+
     def store(self, st: ir.Store, fn: ir.Function, where: str) -> None:
         var = st.var
         g = self.f.g
         value = self.value_for(self.ex(st.value, fn), var.type, where)
         if st.check_value:
-            self.check(not_(self.in_type(value, var.type)),
+            self.check(not_(self.in_type(value, var.type, var.name)),
                        f"write {var.name} = <value>: outside its type", fn, st.line)
         if st.index is None:
             if self.par is not None:
@@ -427,8 +505,7 @@ class ParamExec:
             va, vb = self.vec(a, where), self.vec(b, where)
             return Vec(va.dim, lambda x, va=va, vb=vb: z3.If(c, va.at(x), vb.at(x)))
         if isinstance(a, Count) or isinstance(b, Count):
-            raise Unsupported(where, "a count of ids that is used as a number (only comparing "
-                                     "it with a bounded value is supported)")
+            a, b = self.scalar(a, where), self.scalar(b, where)
         if a is NONE and b is NONE:
             return NONE
         if a is NONE:
@@ -454,18 +531,21 @@ class ParamExec:
             return self.sorts.nil[t.ref_dim or REQUEST]
         return self.scalar(v, where)
 
-    def in_type(self, v: z3.ExprRef, t: ValueType) -> z3.BoolRef:
+    def in_type(self, v: z3.ExprRef, t: ValueType, name: str = "") -> z3.BoolRef:
         if t.kind == "ref":
             return TRUE if t.optional else self.sorts.real(v)
         if t.kind == "bool":
             return TRUE
+        sym = self.symbolic.get(name)
+        if sym is not None:
+            return z3.And(v >= sym[0], v <= sym[1])
         dom = t.domain()
         return z3.And(v >= min(dom), v <= max(dom))
 
     def scalar(self, v: Any, where: str) -> z3.ExprRef:
         if isinstance(v, Count):
-            raise Unsupported(where, "a count of ids that is used as a number (only comparing it "
-                                     "with a bounded value is supported)")
+            self.approximate(where, "a count of ids used as a number: read as any number")
+            return self.fresh(z3.IntSort(), "count")
         if isinstance(v, Vec) or v is NONE or not isinstance(v, z3.ExprRef):
             raise Unsupported(where, "a vector or None where a single value is expected")
         return v
@@ -534,6 +614,14 @@ class ParamExec:
         f = self.f
         where = where_of(fn, e.line)
         if isinstance(e, ir.Const):
+            if e.size is not None:
+                if e.size not in ID_SPACES or self.sizes is None:
+                    raise Unsupported(where, "len() of a space other than requests or pages")
+                return self.sizes.of_space(e.size)
+            if e.param is not None and self.sizes is not None:
+                term = self.sizes.param(e.param)
+                if term is not None:
+                    return term
             if isinstance(e.ty, ir.NoneT) or (isinstance(e.ty, ir.RefT) and e.value == -1):
                 return NONE
             if isinstance(e.ty, ir.RefT):
@@ -548,6 +636,11 @@ class ParamExec:
                     raise Unsupported(where, f"the vector {e.ty.var}")
                 return self.whole(var, where)
             if e.name not in f.env:
+                if e.name in f.loose:
+                    at, value = f.loose[e.name]
+                    self.approximate(at, f"{e.name!r} after the loop over ids: read as any "
+                                         "value")
+                    return value
                 raise Unsupported(where, f"{e.name!r} is used after the loop over ids that "
                                          "assigns it")
             return f.env[e.name]
@@ -689,15 +782,16 @@ class ParamExec:
 
     def count_compare(self, op: str, c: Count, b: Any, where: str) -> z3.BoolRef:
         if isinstance(b, Count):
-            raise Unsupported(where, "two counts of ids compared with each other")
+            return self.loose_count(where, "two counts of ids compared with each other")
         b = self.integer(b, where)
         bounds = int_range(b, self.ranges)
         if bounds is None:
-            raise Unsupported(where, "a count of ids compared with a value of unbounded range")
+            return self.loose_count(where, "a count of ids compared with a number of unbounded "
+                                           "range")
         lo, hi = bounds
         if hi - lo > MAX_COUNT or hi > MAX_COUNT:
-            raise Unsupported(where, f"a count of ids compared with values up to {hi} (at most "
-                                     f"{MAX_COUNT} for every size)")
+            return self.loose_count(where, f"a count of ids compared with numbers up to {hi} "
+                                           f"(exact up to {MAX_COUNT})")
 
         def rel(v: int) -> z3.BoolRef:
             ge = lambda k: at_least(self.sorts, c.mask, k)  # noqa: E731
@@ -717,6 +811,11 @@ class ParamExec:
             return rel(lo)
         return z3.Or(*[z3.And(b == v, rel(v)) for v in range(lo, hi + 1)])
 
+    def loose_count(self, where: str, what: str) -> z3.BoolRef:
+        """A comparison of a count read as either outcome (an over-approximation)."""
+        self.approximate(where, f"{what}: read as either outcome")
+        return self.fresh(z3.BoolSort(), "cmp")  # type: ignore[return-value]
+
     def fold(self, e: ir.Fold, fn: ir.Function, where: str) -> Any:
         f = self.f
         saved = f.env.get(e.var)
@@ -725,46 +824,40 @@ class ParamExec:
                 raise Unsupported(where, "a sum over ids (a count of ids as a number)")
             x = self.sorts.fresh(e.domain.ty.dim, e.var)
             f.env[e.var] = x
-            n_err, n_ev = len(self.errors), len(self.events)
-            before = (dict(self.view), self.enabled, dict(self.violations))
-            c = TRUE
-            depth = 0
-            for cond in e.conds:
-                c = and_(c, self.boolean(self.ex(cond, fn), where))
-                f.push(c)
-                depth += 1
-            elt = self.boolean(self.ex(e.elt, fn), where)
-            for _ in range(depth):
-                f.conds.pop()
-            if depth:
-                f.refresh()
-            if len(self.events) != n_ev or self.enabled is not before[1] \
-                    or set(self.violations) != set(before[2]) \
-                    or any(self.violations[k] is not v for k, v in before[2].items()) \
-                    or any(self.view[k] is not v for k, v in before[0].items()):
-                raise Unsupported(where, "effects (writes, events, require) inside any()/all() "
-                                         "over ids")
-            self.errors[n_err:] = [(exists(self.sorts, [x], cond), msg)
-                                   for cond, msg in self.errors[n_err:]]
-            self._restore(f, e.var, saved)
-            if e.op == "any":
-                return exists(self.sorts, [x], and_(c, elt))
-            return forall(self.sorts, [x], or_(not_(c), elt))
+            self.binders.append(x)
+            try:
+                return self._fold_ids(e, fn, where, x, saved)
+            finally:
+                self.binders.pop()
+        return self._fold_values(e, fn, where, saved)
+
+    def _fold_ids(self, e: ir.Fold, fn: ir.Function, where: str, x: z3.ExprRef,
+                  saved: Any) -> Any:
+        f = self.f
+        n_err, n_ev = len(self.errors), len(self.events)
+        before = (dict(self.view), self.enabled, dict(self.violations))
+        c, elt = self._element(e, fn, where)
+        elt = self.boolean(elt, where)
+        if len(self.events) != n_ev or self.enabled is not before[1] \
+                or set(self.violations) != set(before[2]) \
+                or any(self.violations[k] is not v for k, v in before[2].items()) \
+                or any(self.view[k] is not v for k, v in before[0].items()):
+            raise Unsupported(where, "effects (writes, events, require) inside any()/all() "
+                                     "over ids")
+        self.errors[n_err:] = [(exists(self.sorts, [x], cond), msg)
+                               for cond, msg in self.errors[n_err:]]
+        self._restore(f, e.var, saved)
+        if e.op == "any":
+            return exists(self.sorts, [x], and_(c, elt))
+        return forall(self.sorts, [x], or_(not_(c), elt))
+
+    def _fold_values(self, e: ir.Fold, fn: ir.Function, where: str, saved: Any) -> Any:
+        f = self.f
         acc: Any = FALSE if e.op == "any" else TRUE if e.op == "all" else z3.IntVal(0)
         terms: list[z3.ExprRef] = []
         for v in e.domain.values:
             f.env[e.var] = z3.IntVal(v)
-            c = TRUE
-            depth = 0
-            for cond in e.conds:
-                c = and_(c, self.boolean(self.ex(cond, fn), where))
-                f.push(c)
-                depth += 1
-            elt = self.ex(e.elt, fn)
-            for _ in range(depth):
-                f.conds.pop()
-            if depth:
-                f.refresh()
+            c, elt = self._element(e, fn, where)
             if e.op == "any":
                 acc = or_(acc, and_(c, self.boolean(elt, where)))
             elif e.op == "all":
@@ -777,9 +870,40 @@ class ParamExec:
             return z3.Sum(terms) if terms else z3.IntVal(0)
         return acc
 
+    def _element(self, e: ir.Fold, fn: ir.Function, where: str) -> tuple[z3.BoolRef, Any]:
+        """A fold's filter (its ``if`` conditions, in order) and its element under it."""
+        f = self.f
+        c = TRUE
+        depth = 0
+        for cond in e.conds:
+            c = and_(c, self.boolean(self.ex(cond, fn), where))
+            f.push(c)
+            depth += 1
+        elt = self.ex(e.elt, fn)
+        for _ in range(depth):
+            f.conds.pop()
+        if depth:
+            f.refresh()
+        return c, elt
+
     @staticmethod
     def _restore(f: Frame, name: str, saved: Any) -> None:
         if saved is None:
             f.env.pop(name, None)
         else:
             f.env[name] = saved
+
+
+def _assigned(body: list[ir.Stmt]) -> set[str]:
+    """The locals a loop body assigns (its nested loops' bodies included)."""
+    return {n for st in ir.walk_stmts(body) if isinstance(st, ir.Assign) for n in st.names}
+
+
+def _breaks(body: list[ir.Stmt]) -> bool:
+    """Whether a ``break`` ends the loop whose body this is (not a nested loop's)."""
+    for st in body:
+        if isinstance(st, ir.Break):
+            return True
+        if isinstance(st, ir.If) and (_breaks(st.body) or _breaks(st.orelse)):
+            return True
+    return False

@@ -23,17 +23,20 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Callable
 
 import z3
 
 from kvspec.lang.system import System
 from kvspec.proofs.parametric.values import Unsupported
-from kvspec.proofs.parametric.generalise import QClause, generalise
+from kvspec.proofs.parametric.generalise import QClause, enum_siblings, generalise, \
+    size_variants
 from kvspec.proofs.parametric.induction import QUERY_TIMEOUT_S, InductionResult, check_invariant
-from kvspec.proofs.parametric.model import ParamModel, fixed_sizes, id_size_names, \
-    parametric_model
-from kvspec.proofs.parametric.smtlib import parse, to_smtlib2
+from kvspec.proofs.parametric.model import ParamModel, id_size_names, parametric_model, \
+    symbolic_params
+from kvspec.proofs.clauses import CertificateError
+from kvspec.proofs.parametric.smtlib import check_term, parse, to_smtlib2
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
 
 ProgressFn = Callable[[int, int, float, str], None]
@@ -56,25 +59,33 @@ class AllSizesProof:
     seconds: float = 0.0
     queries: int = 0
 
+    @property
+    def approximations(self) -> list[str]:
+        """The model lines the proof read as more behaviours than they have."""
+        return [a.text() for a in self.model.approximations] if self.model is not None else []
 
-def all_sizes_name(system: System) -> str:
-    """``patched.PatchedPD.requests=all,pages=all,prefill_capacity=2,max_need=3.json``."""
+
+def all_sizes_name(system: System, params: Iterable[str] = ()) -> str:
+    """``patched.PatchedPD.requests=all,pages=all,prefill_capacity=2,max_need=3.json``
+    (with ``params``, those sizes are ``all`` too)."""
     from kvspec.proofs.certificate import certificate_name
 
-    ids = id_size_names(system)
-    sizes = ",".join(f"{k}={'all' if k in ids else v}" for k, v in system.sizes.items())
+    every = set(id_size_names(system)) | set(params)
+    sizes = ",".join(f"{k}={'all' if k in every else v}" for k, v in system.sizes.items())
     stem = certificate_name(system).rsplit(".json", 1)[0]
     head = stem[:len(stem) - len(",".join(f"{k}={v}" for k, v in system.sizes.items()))]
     return f"{head}{sizes}.json"
 
 
 def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
-                    properties: list[str], *, deadline: float | None = None) -> AllSizesProof:
-    """Steps 2-4 (module docstring) from size-specific ``(formula, label)`` clauses."""
+                    properties: list[str], *, deadline: float | None = None,
+                    params: Iterable[str] = ()) -> AllSizesProof:
+    """Steps 2-4 (module docstring) from size-specific ``(formula, label)`` clauses;
+    ``params``: the size parameters besides requests and pages to prove every value of."""
     start = time.monotonic()
     out = AllSizesProof()
     try:
-        model = parametric_model(system)
+        model = parametric_model(system, params=params)
     except Unsupported as exc:
         out.why_not = str(exc)
         out.seconds = time.monotonic() - start
@@ -82,7 +93,14 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
     out.model = model
     gen = generalise(system, model.sorts, model.symbols, clauses)
     out.rejected = gen.rejected
-    res = check_invariant(model, gen.clauses, properties, houdini=True, deadline=deadline)
+    candidates = list(gen.clauses) + property_clauses(model)
+    if model.sizes is not None and model.sizes.values:
+        symbols = [(t, model.sizes.values[n]) for n, t in model.sizes.terms.items()
+                   if n in model.sizes.values]
+        variants = size_variants(gen.clauses, set(model.symbolic), symbols)
+        enums = {v.name: v.type.domain() for v in model.vars if v.type.kind == "enum"}
+        candidates += variants + enum_siblings(variants, enums)
+    res = check_invariant(model, candidates, properties, houdini=True, deadline=deadline)
     out.dropped = res.dropped
     out.queries = res.queries
     if res.problems:
@@ -101,8 +119,34 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
         out.why_not = ("the generalised invariant does not exclude their violations for every "
                        "size" + (f" ({len(out.dropped)} clauses were not inductive for every "
                                  "size)" if out.dropped else ""))
+    if missing and model.approximations:
+        out.why_not += "; read loosely: " + "; ".join(_short_where(a) for a in out.approximations)
     out.seconds = time.monotonic() - start
     return out
+
+
+def property_clauses(model: ParamModel) -> list[QClause]:
+    """Each property's own statement as a candidate (a model invariant is often
+    inductive by itself, and a size-specific invariant states it per id, which does not
+    always lift), where it is a formula over the state alone."""
+    known = {str(n) for n in model.sorts.nil.values()} | set(model.symbols)
+    if model.sizes is not None:
+        known |= set(model.sizes.terms)
+    sorts = {str(s) for s in model.sorts.sort.values()}
+    out = []
+    for k, (name, bad) in enumerate(model.bad.items(), 1):
+        try:
+            check_term(z3.Not(bad), known, sorts, k)  # what a certificate may hold
+        except CertificateError:
+            continue  # e.g. a value the reading leaves open
+        out.append(QClause(z3.Not(bad), f"property {name}"))
+    return out
+
+
+def _short_where(text: str) -> str:
+    """``/abs/path/model.py:92: …`` as ``model.py:92: …``."""
+    head, sep, rest = text.partition(": ")
+    return f"{head.rsplit('/', 1)[-1]}{sep}{rest}"
 
 
 def _dedupe(clauses: list[QClause]) -> list[QClause]:
@@ -129,19 +173,29 @@ def write_all_sizes(system: System, proof: AllSizesProof, proofs_dir: Path,
         "kind": KIND_ALL_SIZES,
         "model": {"name": system.name, "file": loaded.file, "sha256": loaded.sha256},
         "library_sha256": library_sha256(),
-        "sizes": fixed_sizes(system),
-        "all_sizes": list(id_size_names(system)),
+        "sizes": proof.model.fixed_sizes,
+        "all_sizes": proof.model.all_sizes,
         "properties": list(proof.proved),
         "method": "template inference generalised to every size",
+        "approximations": proof.approximations,
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "invariant": {"clauses": len(proof.clauses), "readable": readable, "smtlib2": smt,
                       "sha256": invariant_digest(smt, readable)},
         "stats": stats,
     }
-    path = Path(proofs_dir) / all_sizes_name(system)
+    path = Path(proofs_dir) / all_sizes_name(system, proof.model.sizes.params
+                                             if proof.model.sizes is not None else ())
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
     return path
+
+
+def params_of(system: System, smtlib2: str) -> list[str]:
+    """The size parameters besides requests and pages that a stored all-sizes invariant
+    covers every value of: those it declares as ``size.<name>``."""
+    ids = id_size_names(system)
+    return [k for k in system.sizes if k not in ids
+            and f"(declare-fun size.{k} () Int)" in smtlib2]
 
 
 def recheck(system: System, smtlib2: str, readable: list[str] | None, properties: list[str],
@@ -149,7 +203,7 @@ def recheck(system: System, smtlib2: str, readable: list[str] | None, properties
     """Check a stored all-sizes invariant from scratch: (result, clauses); ``timeout``
     bounds each query. Raises CertificateError when the text cannot be read,
     Unsupported when the model has no parametric reading."""
-    model = parametric_model(system)
+    model = parametric_model(system, params=params_of(system, smtlib2))
     clauses = parse(smtlib2, model, readable)
     res = check_invariant(model, clauses, properties, houdini=False, timeout=timeout)
     return res, len(clauses)
@@ -172,22 +226,39 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
     proof = AllSizesProof(why_not="no size-specific invariant to generalise")
     if clauses and holding:
         proof = prove_all_sizes(system, clauses, holding, deadline=deadline)
+        params = symbolic_params(system)
+        if params and proof.proved and sorted(proof.proved) == sorted(holding):
+            # every number of ids at these other sizes: try every value of them too
+            wider = prove_all_sizes(system, clauses, holding, deadline=deadline,
+                                    params=params)
+            extra["every_value_of"] = {"sizes": params, "proved": wider.proved,
+                                       "why_not": wider.why_not}
+            if sorted(wider.proved) == sorted(proof.proved):
+                proof = wider
     note = ""
     if proof.proved and save_proof:
         path = write_all_sizes(system, proof, proofs_dir,
                                {"seconds": round(proof.seconds, 2), "queries": proof.queries})
         note = f", saved to {path}"
         extra["all_sizes_certificate"] = str(path)
+    loose = ""
+    if proof.model is not None and proof.model.sizes is not None and proof.model.sizes.params:
+        loose = f"; every {', '.join(sorted(proof.model.sizes.params))}"
+    if proof.approximations:
+        lines = sorted({a.split(": ", 1)[0].rsplit("/", 1)[-1] for a in proof.approximations})
+        loose += f"; over-approximating {', '.join(lines)}"
     for name in props:
         if name in proof.proved:
             verdicts[name] = Verdict(name, Status.PROVED, ALL_SIZES,
-                                     f"inductive invariant, {len(proof.clauses)} clauses{note}")
+                                     f"inductive invariant, {len(proof.clauses)} clause"
+                                     f"{'' if len(proof.clauses) == 1 else 's'}{loose}{note}")
         elif verdicts[name].status is not Status.VIOLATED and proof.why_not:
             v = verdicts[name]
             v.detail = "; ".join(x for x in (v.detail, f"not for all sizes: {proof.why_not}") if x)
     extra["all_sizes"] = {"proved": proof.proved, "clauses": len(proof.clauses),
                           "seconds": round(proof.seconds, 3), "queries": proof.queries,
                           "not_generalised": proof.rejected, "not_inductive": proof.dropped,
+                          "approximations": proof.approximations,
                           "why_not": proof.why_not}
     stats = Stats(seconds=time.monotonic() - start)
     stats.extra["all-sizes"] = extra

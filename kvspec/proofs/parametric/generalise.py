@@ -208,3 +208,125 @@ def generalise(system: System, sorts: Sorts, symbols: dict[str, Any],
             continue
         out.clauses.append(QClause(q, label, expected))
     return out
+
+
+def size_variants(clauses: list[QClause], ranged: set[str],
+                  symbols: list[tuple[z3.ArithRef, int]], limit: int = 8) -> list[QClause]:
+    """Candidates that read a clause's constants as sizes: where a variable whose range
+    depends on the number of ids (``ranged``) is compared with a number ``c`` and a
+    size symbol ``S`` (``symbols``: symbol and its value at the certificate's size) is
+    within one of it, the comparison with ``S + (c - value)`` — and ``x != c`` also as
+    ``x < …`` and ``x > …`` (at its range's end the two say the same). A size-specific
+    ``need[r] != 5`` with ``need`` in ``0..pages+1`` at 4 pages proposes ``need[r] <
+    size.pages + 1``. Only candidates: the induction check decides."""
+    out: list[QClause] = []
+    for c in clauses:
+        xs, body = _open(c.formula)
+        made = 0
+        for old, news in _comparisons(body, ranged, symbols):
+            for new, text in news:
+                if made >= limit:
+                    break
+                out.append(QClause(_close(xs, z3.substitute(body, (old, new))),
+                                   f"{c.label} [{text}]", c.instances))
+                made += 1
+    return out
+
+
+def _open(f: z3.BoolRef) -> tuple[list[z3.ExprRef], z3.BoolRef]:
+    """A ``for all`` clause's variables (as constants) and its body over them."""
+    if z3.is_quantifier(f) and f.is_forall():
+        xs = [z3.Const(f.var_name(i), f.var_sort(i)) for i in range(f.num_vars())]
+        return xs, z3.substitute_vars(f.body(), *reversed(xs))
+    return [], f
+
+
+def _close(xs: list[z3.ExprRef], body: z3.BoolRef) -> z3.BoolRef:
+    return z3.ForAll(xs, body) if xs else body
+
+
+def _comparisons(body: z3.ExprRef, ranged: set[str], symbols: list[tuple[z3.ArithRef, int]]
+                 ) -> list[tuple[z3.BoolRef, list[tuple[z3.BoolRef, str]]]]:
+    """(comparison, its readings with a size symbol) in ``body``."""
+    out: list[tuple[z3.BoolRef, list[tuple[z3.BoolRef, str]]]] = []
+    seen: set[int] = set()
+    stack = [body]
+    ops = {z3.Z3_OP_EQ: "==", z3.Z3_OP_LE: "<=", z3.Z3_OP_LT: "<", z3.Z3_OP_GE: ">=",
+           z3.Z3_OP_GT: ">"}
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen or not z3.is_app(t):
+            continue
+        seen.add(t.get_id())
+        negated = z3.is_not(t) and z3.is_eq(t.arg(0))
+        cmp = t.arg(0) if negated else t
+        kind = cmp.decl().kind() if z3.is_app(cmp) else None
+        if kind in ops and cmp.num_args() == 2:
+            a, b = cmp.arg(0), cmp.arg(1)
+            if z3.is_int_value(a):
+                a, b = b, a
+                flip = {"<=": ">=", "<": ">", ">=": "<=", ">": "<", "==": "=="}
+                op = flip[ops[kind]]
+            else:
+                op = ops[kind]
+            if z3.is_int_value(b) and z3.is_app(a) and a.decl().name() in ranged:
+                value = b.as_long()
+                readings: list[tuple[z3.BoolRef, str]] = []
+                for sym, v in symbols:
+                    k = value - v
+                    if abs(k) > 1:
+                        continue
+                    term = sym if k == 0 else sym + k
+                    text = f"{value} read as {term}"
+                    if negated:
+                        readings += [(a != term, text), (a < term, text), (a > term, text)]
+                    else:
+                        readings.append(({"==": a == term, "<=": a <= term, "<": a < term,
+                                          ">=": a >= term, ">": a > term}[op], text))
+                if readings:
+                    out.append((t, readings))
+                    continue
+        stack.extend(t.children())
+    return out
+
+
+def enum_siblings(clauses: list[QClause], enums: dict[str, list[int]],
+                  limit: int = 12) -> list[QClause]:
+    """For a clause that excludes one value of an enum variable (``phase[r] != TRANSFER
+    or …``), the same clause for each other value. A size-specific invariant states a
+    bound only in the phases where its size needed it (in others the pool's size
+    implied it); at every size the other phases may need it as well. Only candidates."""
+    out: list[QClause] = []
+    for c in clauses:
+        xs, body = _open(c.formula)
+        made = 0
+        for lit, term, value in _enum_exclusions(body, enums):
+            for other in enums[term.decl().name()]:
+                if other == value or made >= limit:
+                    continue
+                out.append(QClause(_close(xs, z3.substitute(body, (lit, term != other))),
+                                   f"{c.label} [also for {term.decl().name()} value {other}]",
+                                   c.instances))
+                made += 1
+    return out
+
+
+def _enum_exclusions(body: z3.ExprRef, enums: dict[str, list[int]]
+                     ) -> list[tuple[z3.BoolRef, z3.ExprRef, int]]:
+    """``(literal, term, value)`` for each ``term != value`` in ``body`` over an enum."""
+    out = []
+    stack, seen = [body], set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen or not z3.is_app(t):
+            continue
+        seen.add(t.get_id())
+        if z3.is_not(t) and z3.is_eq(t.arg(0)):
+            a, b = t.arg(0).arg(0), t.arg(0).arg(1)
+            if z3.is_int_value(a):
+                a, b = b, a
+            if z3.is_int_value(b) and z3.is_app(a) and a.decl().name() in enums:
+                out.append((t, a, b.as_long()))
+                continue
+        stack.extend(t.children())
+    return out

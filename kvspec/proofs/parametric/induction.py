@@ -50,6 +50,10 @@ def type_clauses(model: ParamModel) -> list[QClause]:
         if t.kind == "ref":
             body = model.sorts.real(term)
             text = "is an id"
+        elif v.name in model.symbolic:
+            lo, hi = model.symbolic[v.name]
+            body = z3.And(term >= lo, term <= hi)
+            text = f"in {lo}..{hi}"
         else:
             dom = t.domain()
             body = z3.And(term >= min(dom), term <= max(dom))
@@ -121,10 +125,11 @@ def initial(model: ParamModel) -> Transition:
     return Transition("initial state", axioms, scal, funs, [], [])
 
 
-def _solver(timeout: float) -> z3.Solver:
+def _solver(timeout: float, model: ParamModel) -> z3.Solver:
     s = z3.Solver()
     s.set("timeout", max(1, int(timeout * 1000)))
     s.set("mbqi", True)
+    s.add(*model.axioms)  # what holds of the size symbols at every size
     return s
 
 
@@ -181,7 +186,7 @@ def check_invariant(model: ParamModel, candidates: list[QClause], properties: li
         return False
 
     alive = list(clauses)
-    s = _solver(left())
+    s = _solver(left(), model)
     s.add(*init.constraints)
     for c in list(alive):
         s.set("timeout", max(1, int(left() * 1000)))
@@ -198,7 +203,7 @@ def check_invariant(model: ParamModel, candidates: list[QClause], properties: li
             if deadline is not None and time.monotonic() > deadline:
                 res.problems.append("timeout")
                 return _finish(res, start)
-            s = _solver(left())
+            s = _solver(left(), model)
             s.add(*[c.formula for c in alive])
             s.add(*t.constraints)
             for c in list(alive):
@@ -206,21 +211,21 @@ def check_invariant(model: ParamModel, candidates: list[QClause], properties: li
                 r = _holds(s, t.post(c.formula), res)
                 if r == z3.unsat:
                     continue
+                # not preserved even from every clause still alive: not from fewer either
+                # (the solver still assumes the clauses dropped in this pass, so what
+                # passes here is only decided by a pass that drops nothing)
                 alive.remove(c)
                 changed = True
                 if not fail(c, f"not preserved by {t.name}" if r == z3.sat
                             else f"consecution over {t.name} undecided (solver unknown)"):
                     return _finish(res, start)
-                break  # the invariant got weaker: start this action's checks again
-            if changed:
-                break
     res.kept = list(alive)
     inv = [c.formula for c in alive]
     errors_ok = True
     for t in steps:
         if not t.errors:
             continue
-        s = _solver(left())
+        s = _solver(left(), model)
         s.add(*inv)
         s.add(*t.param_ok)
         for cond, msg in t.errors:
@@ -231,7 +236,7 @@ def check_invariant(model: ParamModel, candidates: list[QClause], properties: li
                 res.problems.append(f"a model error may be reachable: {msg}"
                                     + ("" if r == z3.sat else " (solver unknown)"))
     if model.inv_errors:
-        s = _solver(left())
+        s = _solver(left(), model)
         s.add(*inv)
         for cond, msg in model.inv_errors:
             r = _holds(s, z3.Not(cond), res)
@@ -239,7 +244,7 @@ def check_invariant(model: ParamModel, candidates: list[QClause], properties: li
                 errors_ok = False
                 res.problems.append(f"a model error may be reachable: {msg}")
     if errors_ok:
-        s = _solver(left())
+        s = _solver(left(), model)
         s.add(*inv)
         for name in properties:
             s.set("timeout", max(1, int(left() * 1000)))

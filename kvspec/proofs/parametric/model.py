@@ -12,11 +12,15 @@ naming the model line.
 
 Sizes that are not id spaces (``prefill_capacity``, ``max_need``) keep the values
 the system was compiled with: a proof is for every number of requests and pages
-at those values.
+at those values. ``len()`` of an id space, ranges bounded by the number of ids and
+bounds computed by functions of the sizes are symbols
+(:mod:`kvspec.proofs.parametric.bounds`); order-dependent loops and loose counts
+are over-approximated, and the model lists where (``approximations``).
 """
 from __future__ import annotations
 
 import typing
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +31,9 @@ from kvspec.lang.declare import SCALAR
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.schema import VarInfo
 from kvspec.lang.system import Property, System
+from kvspec.lang.check_stmt import CARRIES_LOCAL, STOPS_EARLY
 from kvspec.lang.types import PAGE, REQUEST, Int
+from kvspec.proofs.parametric.bounds import ID_SPACES, Approximation, SizeSymbols
 from kvspec.proofs.parametric.encode import ParamExec, Step
 from kvspec.proofs.parametric.values import Sorts, Unsupported, View, var_dims
 
@@ -42,11 +48,23 @@ class ParamModel:
     steps: list[tuple[str, Step]] = field(default_factory=list)
     bad: dict[str, z3.BoolRef] = field(default_factory=dict)
     inv_errors: list[tuple[z3.BoolRef, str]] = field(default_factory=list)
+    sizes: SizeSymbols | None = None
+    #: what holds of the size symbols at every size (SizeSymbols.axioms)
+    axioms: list[z3.BoolRef] = field(default_factory=list)
+    #: state variable -> symbolic (lo, hi) of an Int bounded by a size symbol
+    symbolic: dict[str, tuple[z3.ArithRef, z3.ArithRef]] = field(default_factory=dict)
+    #: where the reading is looser than the model (sound for invariants)
+    approximations: list[Approximation] = field(default_factory=list)
 
     @property
     def fixed_sizes(self) -> dict[str, int]:
-        """The size parameters that are not id spaces (kept at their values)."""
-        return fixed_sizes(self.system)
+        """The size parameters kept at their values (neither id spaces nor symbols)."""
+        return fixed_sizes(self.system, self.sizes.params if self.sizes is not None else ())
+
+    @property
+    def all_sizes(self) -> list[str]:
+        """The size parameters the reading covers every value of."""
+        return [k for k in self.system.sizes if k not in self.fixed_sizes]
 
     def pre_view(self) -> View:
         return view_of(self.symbols, self.vars)
@@ -74,9 +92,21 @@ def id_size_names(system: System) -> dict[str, str]:
     return out
 
 
-def fixed_sizes(system: System) -> dict[str, int]:
+def fixed_sizes(system: System, params: Iterable[str] = ()) -> dict[str, int]:
+    """The sizes an all-sizes reading keeps at their values: not the id spaces, not the
+    size parameters ``params`` it reads as symbols."""
     ids = id_size_names(system)
-    return {k: v for k, v in system.sizes.items() if k not in ids}
+    skip = set(params)
+    return {k: v for k, v in system.sizes.items() if k not in ids and k not in skip}
+
+
+def symbolic_params(system: System) -> list[str]:
+    """The size parameters an all-sizes reading may take as symbols too: declared,
+    neither id spaces nor derived, and below their maximum (the reading compiles the
+    model once more with each one larger)."""
+    return [s.name for s in system.loaded.decl.sizes
+            if s.dim is None and s.derived is None and s.name in system.sizes
+            and (s.maximum is None or system.sizes[s.name] < s.maximum)]
 
 
 def view_of(symbols: dict[str, Any], vars_: list[VarInfo]) -> View:
@@ -103,36 +133,113 @@ def make_symbols(sorts: Sorts, vars_: list[VarInfo], suffix: str = "") -> dict[s
     return out
 
 
-def parametric_model(system: System, *, bigger: System | None = None) -> ParamModel:
-    """The parametric reading of ``system`` (see the module docstring). ``bigger``: the
-    same model compiled with more requests and pages, to find what depends on them
-    (None: compiled here)."""
+def parametric_model(system: System, *, bigger: System | None = None,
+                     params: Iterable[str] = ()) -> ParamModel:
+    """The parametric reading of ``system`` (see the module docstring). ``params``: the
+    size parameters besides requests and pages to read as symbols (every value of
+    them; :func:`symbolic_params`), the others keep their values. ``bigger``: the same
+    model compiled with more requests and pages (and larger ``params``), to find what
+    depends on them (None: compiled here)."""
+    params = frozenset(params)
     _check_no_index_spaces(system)
     _check_symmetric(system)
-    if system.size_reads:
-        raise Unsupported(system.size_reads[0], "len() of an id space (a constant that differs "
-                                                "with the number of ids; conditions on it are "
-                                                "decided at compile time)")
+    _check_size_reads(system)
+    sizes = SizeSymbols(id_size_names(system), dict(system.sizes), params)
+    for name in sorted(params):
+        sizes.of_size(name)  # declared whether or not the code reads it
+    symbolic = _symbolic_ranges(system, sizes)
     if bigger is None:
-        bigger = _bigger(system)
+        bigger = _bigger(system, params)
     if bigger is not None:
-        _check_size_independent(system, bigger)
+        _check_size_independent(system, bigger, symbolic, params)
     _check_no_size_functions(system)
     vars_ = [v for v in system.schema.vars]
     _check_sort_graph(system, vars_)
     sorts = Sorts.make()
     symbols = make_symbols(sorts, vars_)
     init = _initial(system, sorts, vars_)
-    model = ParamModel(system, sorts, vars_, symbols, init)
+    model = ParamModel(system, sorts, vars_, symbols, init, sizes=sizes,
+                       symbolic={v.name: symbolic[v.name] for v in vars_ if v.name in symbolic})
     flags = {p.name: f"violated:{p.name}" for p in system.properties if p.flag is not None}
     by_name = {v.name: v for v in vars_}
-    ex = ParamExec(sorts, by_name, flags)
+    ex = ParamExec(sorts, by_name, flags, sizes, symbolic)
     pre = model.pre_view()
     for a in system.actions:
         model.steps.append((a.name, ex.run_action(pre, a.ir, a.params, system.handlers)))
     for p in system.properties:
         model.bad[p.name] = _bad(ex, pre, p, model)
+    model.approximations = list(ex.approximations)
+    model.axioms = sizes.axioms(system, model.symbolic)
     return model
+
+
+def _check_size_reads(system: System) -> None:
+    """``len()`` of requests or pages is a symbol; of anything else, or where the
+    compiler folded it into another constant, it is rejected."""
+    tagged = {f"{fn.file}:{e.line}": e for e, fn in _expressions(system)
+              if isinstance(e, ir.Const) and e.size is not None}
+    for where in system.size_reads:
+        c = tagged.get(where)
+        if c is None or c.size not in ID_SPACES:
+            raise Unsupported(where, "len() of an id space where its value is decided at "
+                                     "compile time (a constant that differs with the number "
+                                     "of ids)" if c is None else
+                                     "len() of a space other than requests or pages")
+
+
+def _expressions(system: System) -> Iterator[tuple[ir.Expr, ir.Function]]:
+    """Every expression of the model's bodies (the functions they call included), with
+    the function it is in."""
+    roots = [a.ir for a in system.actions]
+    roots += [p.ir for p in system.properties if p.ir is not None]
+    roots += [h for hs in system.handlers.values() for h in hs]
+    seen: set[int] = set()
+    stack: list[tuple[ir.Expr, ir.Function]] = []
+    for fn in roots:
+        if id(fn) not in seen:
+            seen.add(id(fn))
+            stack += [(x, fn) for st in ir.walk_stmts(fn.body) for x in ir.stmt_exprs(st)]
+        while stack:
+            e, owner = stack.pop()
+            yield e, owner
+            if isinstance(e, ir.Call) and id(e.fn) not in seen:
+                seen.add(id(e.fn))
+                stack += [(x, e.fn) for st in ir.walk_stmts(e.fn.body)
+                          for x in ir.stmt_exprs(st)]
+            stack += [(x, owner) for x in ir.sub_exprs(e)]
+
+
+def _symbolic_ranges(system: System, sizes: SizeSymbols
+                     ) -> dict[str, tuple[z3.ArithRef, z3.ArithRef]]:
+    """Variable name (or ``action.param``) -> symbolic (lo, hi) of each declared ``Int``
+    bounded by the number of ids or by a function of the sizes."""
+    out: dict[str, tuple[z3.ArithRef, z3.ArithRef]] = {}
+    types = {v.name: v.type for v in system.schema.vars}
+    for d in system.loaded.decl.vars:
+        t = types.get(d.name)
+        if t is not None and t.kind == "int":
+            r = sizes.range_of(d.type_spec, t.lo, t.hi)
+            if r is not None:
+                out[d.name] = r
+    for a in system.actions:
+        hints = _hints(a)
+        for name, t in a.params:
+            if t.kind == "int":
+                r = sizes.range_of(hints.get(name), t.lo, t.hi)
+                if r is not None:
+                    out[f"{a.name}.{name}"] = r
+    return out
+
+
+def _hints(a: Any) -> dict[str, Any]:
+    fn = a.pyfn
+    if fn is None:
+        return {}
+    try:
+        return typing.get_type_hints(fn, globalns=getattr(fn, "__globals__", None))
+    except Exception:  # noqa: BLE001 - the compiled model resolved them; be safe
+        raise Unsupported(f"{a.ir.file}:{a.ir.line}", f"the parameter types of {a.name} "
+                                                      "cannot be re-read") from None
 
 
 def _bad(ex: ParamExec, pre: View, p: Property, model: ParamModel) -> z3.BoolRef:
@@ -145,7 +252,10 @@ def _bad(ex: ParamExec, pre: View, p: Property, model: ParamModel) -> z3.BoolRef
 
 
 def _check_symmetric(system: System) -> None:
-    for dim, reasons in system.symmetry_breaks.items():
+    """Ids must be interchangeable, except where a loop's order dependence is one the
+    reading over-approximates (a carried local, ``break``)."""
+    for dim, all_reasons in system.symmetry_breaks.items():
+        reasons = [r for r in all_reasons if CARRIES_LOCAL not in r and STOPS_EARLY not in r]
         if reasons:
             where, _, why = reasons[0].partition(": ")
             raise Unsupported(_full_path(system, where),
@@ -161,11 +271,11 @@ def _full_path(system: System, short: str) -> str:
     return short
 
 
-def _bigger(system: System) -> System | None:
+def _bigger(system: System, params: frozenset[str] = frozenset()) -> System | None:
     from kvspec.lang.system import compile_model, settable_sizes
 
     ids = id_size_names(system)
-    over = {k: v + 1 for k, v in system.sizes.items() if k in ids}
+    over = {k: v + 1 for k, v in system.sizes.items() if k in ids or k in params}
     if not over:
         return None
     props = [p.name for p in system.properties]
@@ -183,14 +293,16 @@ def _bigger(system: System) -> System | None:
     for s in system.loaded.decl.sizes:
         if s.derived is not None and bigger.sizes[s.name] != system.sizes[s.name]:
             # a size that grows with the ids is a constant that differs with the size
+            grows = "the number of requests or pages" + (f" or {', '.join(sorted(params))}"
+                                                         if params else "")
             raise Unsupported(f"{system.loaded.file}:{s.line or 0}",
-                              f"the size {s.name!r} is derived from the number of requests or "
-                              "pages (the all-sizes engine reads the other sizes as fixed "
-                              "constants; check it at fixed sizes)")
+                              f"the size {s.name!r} is derived from {grows} (the all-sizes "
+                              "engine reads the other sizes as fixed constants; check it at "
+                              "fixed sizes)")
     return bigger
 
 
-def _constants(system: System) -> list[tuple[str, int, Any]]:
+def _constants(system: System, params: frozenset[str]) -> list[tuple[str, int, Any]]:
     """(file, line, value) of every int constant, loop range and type in the bodies, leaving
     out what an id space's size legitimately changes (the row of a (page, request) index)."""
     out: list[tuple[str, int, Any]] = []
@@ -211,7 +323,8 @@ def _constants(system: System) -> list[tuple[str, int, Any]]:
         if isinstance(e, ir.VecOf) and e.row is not None:
             visit(e.row, fn)
             return
-        if isinstance(e, ir.Const) and not isinstance(e.ty, (ir.RefT, ir.NoneT)):
+        if isinstance(e, ir.Const) and not isinstance(e.ty, (ir.RefT, ir.NoneT)) \
+                and e.size is None and e.param not in params:
             out.append((fn.file, e.line, e.value))
         if isinstance(e, ir.Fold) and not isinstance(e.domain.ty, ir.RefT):
             out.append((fn.file, e.line, tuple(e.domain.values)))
@@ -245,10 +358,12 @@ def _constants(system: System) -> list[tuple[str, int, Any]]:
     return out
 
 
-def _check_size_independent(system: System, bigger: System) -> None:
+def _check_size_independent(system: System, bigger: System,
+                            symbolic: dict[str, Any], params: frozenset[str]) -> None:
     ids = ", ".join(f"{k}" for k in id_size_names(system))
     for v, w in zip(system.schema.vars, bigger.schema.vars):
-        if v.type.describe() != w.type.describe() and v.type.kind != "ref":
+        if v.type.describe() != w.type.describe() and v.type.kind != "ref" \
+                and v.name not in symbolic:
             raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
                               f"the type of {v.name} depends on the number of ids ({ids})")
     for v, w in zip(system.schema.vars, bigger.schema.vars):
@@ -260,10 +375,11 @@ def _check_size_independent(system: System, bigger: System) -> None:
                               f"({ids})")
     for a, b in zip(system.actions, bigger.actions):
         for (n, t), (_, u) in zip(a.params, b.params):
-            if t.kind != "ref" and t.describe() != u.describe():
+            if t.kind != "ref" and t.describe() != u.describe() \
+                    and f"{a.name}.{n}" not in symbolic:
                 raise Unsupported(f"{a.ir.file}:{a.ir.line}", f"the type of parameter {n} of "
                                   f"{a.name} depends on the number of ids ({ids})")
-    mine, theirs = _constants(system), _constants(bigger)
+    mine, theirs = _constants(system, params), _constants(bigger, params)
     for x, y in zip(mine, theirs):
         if x != y:
             raise Unsupported(f"{x[0]}:{x[1]}", f"a value that depends on the number of ids "
@@ -274,8 +390,8 @@ def _check_size_independent(system: System, bigger: System) -> None:
 
 
 def _check_no_size_functions(system: System) -> None:
-    """An initial value or an ``Int`` bound computed by a function of the sizes can change
-    at any number of ids (``sizes["requests"] >= 4``), not only between the two sizes
+    """An initial value computed by a function of the sizes can change at any number of
+    ids (``sizes["requests"] >= 4``), not only between the two sizes
     :func:`_check_size_independent` compares."""
     where = f"{system.loaded.file}"
     for d in system.loaded.decl.vars:
@@ -283,29 +399,7 @@ def _check_no_size_functions(system: System) -> None:
             raise Unsupported(f"{where}:{d.line or 0}",
                               f"the initial value of {d.name} is computed from the sizes and "
                               "may depend on the number of ids (give a constant init)")
-        if _computed_bound(d.type_spec):
-            raise Unsupported(f"{where}:{d.line or 0}",
-                              f"the type of {d.name} has a bound computed from the sizes (it "
-                              "may depend on the number of ids)")
-    for a in system.actions:
-        fn = a.pyfn
-        if fn is None:
-            continue
-        try:
-            hints = typing.get_type_hints(fn, globalns=getattr(fn, "__globals__", None))
-        except Exception:  # noqa: BLE001 - the compiled model resolved them; be safe
-            raise Unsupported(f"{a.ir.file}:{a.ir.line}", f"the parameter types of {a.name} "
-                                                          "cannot be re-read") from None
-        for name, spec in hints.items():
-            if _computed_bound(spec):
-                raise Unsupported(f"{a.ir.file}:{a.ir.line}",
-                                  f"the type of parameter {name} of {a.name} has a bound "
-                                  "computed from the sizes (it may depend on the number of ids)")
-
-
-def _computed_bound(spec: Any) -> bool:
-    return isinstance(spec, Int) and any(
-        callable(b) and not isinstance(b, (int, str)) for b in (spec.lo, spec.hi))
+    # a bound computed from the sizes is a symbol of its own (bounds.SizeSymbols)
 
 
 def _check_sort_graph(system: System, vars_: list[VarInfo]) -> None:

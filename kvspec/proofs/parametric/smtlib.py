@@ -36,7 +36,13 @@ def declarations(model: ParamModel) -> list[str]:
         decl = sym.decl() if isinstance(sym, z3.ExprRef) else sym
         lines.append(decl.sexpr() if decl.arity() else
                      f"(declare-fun {_quote(v.name)} () {decl.range()})")
+    for term in _size_symbols(model):
+        lines.append(f"(declare-fun {_quote(str(term))} () Int)")
     return lines
+
+
+def _size_symbols(model: ParamModel) -> list[z3.ArithRef]:
+    return model.sizes.symbols() if model.sizes is not None else []
 
 
 def _quote(name: str) -> str:
@@ -91,6 +97,8 @@ def parse(text: str, model: ParamModel, labels: list[str] | None = None) -> list
     for v in model.vars:
         sym = model.symbols[v.name]
         decls[v.name] = sym.decl() if isinstance(sym, z3.ExprRef) else sym
+    for term in _size_symbols(model):
+        decls[str(term)] = term.decl()
     known = set(decls)
     out: list[QClause] = []
     for k, command in enumerate(asserts, 1):
@@ -101,12 +109,12 @@ def parse(text: str, model: ParamModel, labels: list[str] | None = None) -> list
                 from None
         if len(parsed) != 1 or not z3.is_bool(parsed[0]):
             raise CertificateError(f"clause {k} is not one Boolean assertion")
-        _check_term(parsed[0], known, set(sorts), k)
+        check_term(parsed[0], known, set(sorts), k)
         out.append(QClause(parsed[0], labels[k - 1] if labels else f"clause {k}"))
     return out
 
 
-def _check_term(f: z3.ExprRef, known: set[str], sorts: set[str], k: int) -> None:
+def check_term(f: z3.ExprRef, known: set[str], sorts: set[str], k: int) -> None:
     stack = [f]
     seen: set[int] = set()
     while stack:

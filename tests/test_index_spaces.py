@@ -353,10 +353,27 @@ def test_a_wrong_initial_grid_is_rejected(tmp_path: Path) -> None:
     assert exc.value.line == _line_of(source, "y = ")
 
 
-def test_the_all_sizes_engine_rejects_an_index_space_at_its_declaration(tmp_path: Path) -> None:
+def test_the_all_sizes_engine_rejects_a_variable_over_an_index_space_at_its_line(
+        tmp_path: Path) -> None:
     path = tmp_path / "tp.py"
     path.write_text(TP_MODEL)
     run = run_cli("verify", str(path), "--engine", "all-sizes", "--property",
                   "done-means-clear")
-    where = f"{path}:{_line_of(TP_MODEL, 'ranks = Ranks(2)')}: the index space 'ranks'"
+    where = (f"{path}:{_line_of(TP_MODEL, 'sent = requests.by(ranks)')}: sent is indexed by "
+             "or holds ids of the index space 'ranks'")
     assert where in " ".join((run.out + run.err).split())
+
+
+def test_an_index_space_the_model_only_counts_keeps_its_size_for_every_size(
+        tmp_path: Path) -> None:
+    from conftest import system_of
+
+    from kvspec.runner import run as run_engine
+
+    system = system_of("nixl_handles.py", model_class="ReleaseWhenEveryHandleQuiescent")
+    res = run_engine(system, "all-sizes", proofs_dir=tmp_path, coverage=False,
+                     save_proof=True)
+    assert all(v.method == "all sizes" for v in res.verdicts), [v.headline()
+                                                                for v in res.verdicts]
+    (cert,) = tmp_path.glob("*=all*.json")
+    assert "requests=all,pages=all,handles=2" in cert.name

@@ -614,10 +614,11 @@ class ParamExec:
         f = self.f
         where = where_of(fn, e.line)
         if isinstance(e, ir.Const):
-            if e.size is not None:
-                if e.size not in ID_SPACES or self.sizes is None:
-                    raise Unsupported(where, "len() of a space other than requests or pages")
+            if e.size is not None and e.size in ID_SPACES and self.sizes is not None:
                 return self.sizes.of_space(e.size)
+            if e.size is not None and set(e.size.split("*")) & set(ID_SPACES):
+                raise Unsupported(where, "len() of a vector over more than one space of ids")
+            # len() of an index space the model only counts: its size, fixed
             if e.param is not None and self.sizes is not None:
                 term = self.sizes.param(e.param)
                 if term is not None:

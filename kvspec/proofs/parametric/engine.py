@@ -61,8 +61,11 @@ class AllSizesProof:
 
     @property
     def approximations(self) -> list[str]:
-        """The model lines the proof read as more behaviours than they have."""
-        return [a.text() for a in self.model.approximations] if self.model is not None else []
+        """The model lines the proof read as more behaviours than they have
+        (``lowest_free.py:92: …``)."""
+        if self.model is None:
+            return []
+        return [_short_where(a.text()) for a in self.model.approximations]
 
 
 def all_sizes_name(system: System, params: Iterable[str] = ()) -> str:
@@ -93,14 +96,23 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
     out.model = model
     gen = generalise(system, model.sorts, model.symbols, clauses)
     out.rejected = gen.rejected
-    candidates = list(gen.clauses) + property_clauses(model)
+    lifted = list(gen.clauses)
+    candidates = lifted + property_clauses(model)
+    siblings: list[QClause] = []
     if model.sizes is not None and model.sizes.values:
         symbols = [(t, model.sizes.values[n]) for n, t in model.sizes.terms.items()
                    if n in model.sizes.values]
-        variants = size_variants(gen.clauses, set(model.symbolic), symbols)
+        variants = size_variants(lifted, set(model.symbolic), symbols)
         enums = {v.name: v.type.domain() for v in model.vars if v.type.kind == "enum"}
-        candidates += variants + enum_siblings(variants, enums)
+        candidates += variants
+        siblings = enum_siblings(variants, enums)
     res = check_invariant(model, candidates, properties, houdini=True, deadline=deadline)
+    if siblings and (res.problems or sorted(res.proved) != sorted(properties)):
+        # the variants' bounds may be needed in more phases than the size needed them
+        again = check_invariant(model, candidates + siblings, properties, houdini=True,
+                                deadline=deadline)
+        again.queries += res.queries
+        res = again
     out.dropped = res.dropped
     out.queries = res.queries
     if res.problems:
@@ -120,7 +132,7 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
                        "size" + (f" ({len(out.dropped)} clauses were not inductive for every "
                                  "size)" if out.dropped else ""))
     if missing and model.approximations:
-        out.why_not += "; read loosely: " + "; ".join(_short_where(a) for a in out.approximations)
+        out.why_not += "; read loosely: " + "; ".join(out.approximations)
     out.seconds = time.monotonic() - start
     return out
 
@@ -245,7 +257,8 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
     if proof.model is not None and proof.model.sizes is not None and proof.model.sizes.params:
         loose = f"; every {', '.join(sorted(proof.model.sizes.params))}"
     if proof.approximations:
-        lines = sorted({a.split(": ", 1)[0].rsplit("/", 1)[-1] for a in proof.approximations})
+        lines = sorted({a.split(": ", 1)[0] for a in proof.approximations},
+                       key=lambda w: (w.rsplit(":", 1)[0], int(w.rsplit(":", 1)[-1] or 0)))
         loose += f"; over-approximating {', '.join(lines)}"
     for name in props:
         if name in proof.proved:

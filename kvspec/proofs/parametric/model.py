@@ -33,7 +33,7 @@ from kvspec.lang.schema import VarInfo
 from kvspec.lang.system import Property, System
 from kvspec.lang.check_stmt import CARRIES_LOCAL, STOPS_EARLY
 from kvspec.lang.types import PAGE, REQUEST, Int
-from kvspec.proofs.parametric.bounds import ID_SPACES, Approximation, SizeSymbols
+from kvspec.proofs.parametric.bounds import Approximation, SizeSymbols
 from kvspec.proofs.parametric.encode import ParamExec, Step
 from kvspec.proofs.parametric.values import Sorts, Unsupported, View, var_dims
 
@@ -74,13 +74,33 @@ class ParamModel:
 
 
 def _check_no_index_spaces(system: System) -> None:
-    """The parametric reading knows requests and pages only: a declared index space
-    (``ranks = Index(2)``) is rejected at its declaration."""
-    for s in system.loaded.decl.sizes:
-        if s.dim is not None and s.dim not in (REQUEST, PAGE):
-            raise Unsupported(f"{system.loaded.file}:{s.line or 0}",
-                              f"the index space {s.name!r} (the all-sizes engine reads only "
-                              "requests and pages; check it at fixed sizes)")
+    """The parametric reading has sorts for requests and pages only: a variable indexed
+    by a declared index space (``ranks = Index(2)``) or holding one of its ids, or an
+    action parameter that is one, is rejected at its line. A space the model only
+    counts (``len(s.handles)``) keeps its size, like the other fixed sizes."""
+    spaces = {s.dim: s.name for s in system.loaded.decl.sizes
+              if s.dim is not None and s.dim not in (REQUEST, PAGE)}
+    if not spaces:
+        return
+
+    def uses(dim: str | None) -> str | None:
+        return next((n for d, n in spaces.items() if dim and d in dim.split("*")), None)
+
+    for v in system.schema.vars:
+        name = uses(v.dim) or uses(getattr(v.type, "ref_dim", None))
+        if name is not None:
+            raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
+                              f"{v.name} is indexed by or holds ids of the index space "
+                              f"{name!r} (the all-sizes engine has sorts for requests and "
+                              "pages only; check it at fixed sizes)")
+    for a in system.actions:
+        for n, t in a.params:
+            name = uses(getattr(t, "ref_dim", None))
+            if name is not None:
+                raise Unsupported(f"{a.ir.file}:{a.ir.line}",
+                                  f"parameter {n} of {a.name} is an id of the index space "
+                                  f"{name!r} (the all-sizes engine has sorts for requests "
+                                  "and pages only; check it at fixed sizes)")
 
 
 def id_size_names(system: System) -> dict[str, str]:
@@ -179,12 +199,10 @@ def _check_size_reads(system: System) -> None:
     tagged = {f"{fn.file}:{e.line}": e for e, fn in _expressions(system)
               if isinstance(e, ir.Const) and e.size is not None}
     for where in system.size_reads:
-        c = tagged.get(where)
-        if c is None or c.size not in ID_SPACES:
+        if where not in tagged:
             raise Unsupported(where, "len() of an id space where its value is decided at "
                                      "compile time (a constant that differs with the number "
-                                     "of ids)" if c is None else
-                                     "len() of a space other than requests or pages")
+                                     "of ids)")
 
 
 def _expressions(system: System) -> Iterator[tuple[ir.Expr, ir.Function]]:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +49,7 @@ import z3
 
 from kvspec.lang.system import ActionInstance, Property, System
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST
-from kvspec.proofs.clauses import CertificateError, term_constants
+from kvspec.proofs.clauses import CertificateError, term_constants, var_names, var_sorts
 from kvspec.proofs.smt_check import (
     CounterexampleToInduction,
     Encoding,
@@ -62,6 +62,9 @@ from kvspec.proofs.smt_check import (
 DIMS = (REQUEST, PAGE)
 #: an orbit query may take this many times the per-query time limit
 ORBIT_QUERY_FACTOR = 10
+#: a query's local premise is tried first only when it is less than this share of the
+#: whole invariant (else the two cost about the same, and a failed local query is lost)
+LOCAL_SHARE = 0.5
 Perm = dict[str, Any]  # id space -> the image of each id (a tuple, or a dict of some ids)
 
 
@@ -114,8 +117,8 @@ class Renaming:
         self.on = {d for d, ok in zip(DIMS, dims) if ok}
         self.n = {REQUEST: system.schema.requests, PAGE: system.schema.pages}
         self.cur = system.state_vars()
-        self.slot_of = {str(v): i for i, v in enumerate(self.cur)}
-        self.known = {str(v): ("Bool" if z3.is_bool(v) else "Int") for v in self.cur}
+        self.slot_of = {name: i for i, name in enumerate(var_names(self.cur))}
+        self.known = var_sorts(self.cur)
         # slot -> (var offset, row, {dim: id}) and the id space of its value
         self.where: list[tuple[int, int, dict[str, int]]] = []
         self.value_dim: dict[int, str] = {}
@@ -431,36 +434,41 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
             by_slot.setdefault(min(paged), []).append(n)
     always = [n for n, (_, _, slots) in enumerate(everything) if slots <= ren.shared]
 
-    def premise(vocab: set[int] | None) -> list[z3.BoolRef]:
-        if vocab is None:
-            chosen: Iterable[int] = range(len(everything))
-        else:
-            picked = set(always)
-            for s in vocab:
-                for n in by_slot.get(s, ()):
-                    if everything[n][2] <= vocab:
-                        picked.add(n)
-            chosen = sorted(picked)
-        return [orbits.term(everything[n][0], everything[n][1]) for n in chosen]
+    def local(scope: set[int]) -> list[int]:
+        """The instances whose slots all lie in ``scope`` (it contains the shared slots)."""
+        picked = set(always)
+        for s in scope:
+            for n in by_slot.get(s, ()):
+                if everything[n][2] <= scope:
+                    picked.add(n)
+        return sorted(picked)
 
     def ask(goal: list[z3.BoolRef], vocab: set[int]) -> tuple[z3.CheckSatResult, Any]:
-        """Local premise first, then the whole invariant."""
-        for scope in (vocab | set(ren.shared), None):
-            s = z3.Solver()
-            s.set("timeout", ms)
-            s.set("arith.solver", 2)  # faster on these quantifier-free queries
-            s.set("relevancy", 0)
-            slots = range(len(enc.cur)) if scope is None else sorted(scope)
-            s.add(*[c for i in slots for c in [enc.in_domain(i, enc.cur[i])] if c is not None])
-            s.add(*premise(scope))
-            s.add(*goal)
+        """Local premise first, then the whole invariant (added to the same solver)."""
+        s = z3.Solver()
+        s.set("timeout", ms)
+        s.set("arith.solver", 2)  # faster on these quantifier-free queries
+        s.set("relevancy", 0)
+        scope = vocab | ren.shared
+        chosen = local(scope)
+        s.add(*goal)
+        if len(chosen) < LOCAL_SHARE * len(everything):
+            s.add(*enc.domains(sorted(scope)))
+            s.add(*[orbits.term(everything[n][0], everything[n][1]) for n in chosen])
             report.queries += 1
             res = s.check()
             if res == z3.unsat:
                 return res, None
-            if scope is None:
-                return res, (s.model() if res == z3.sat else s.reason_unknown())
-        raise AssertionError("unreachable")
+        else:  # the local premise is most of the invariant: ask with all of it at once
+            scope, chosen = set(), []
+        s.add(*enc.domains(i for i in range(len(enc.cur)) if i not in scope))
+        rest = set(chosen)
+        s.add(*[orbits.term(k, images) for n, (k, images, _) in enumerate(everything)
+                if n not in rest])
+        report.queries += 1
+        res = s.check()
+        return res, (s.model() if res == z3.sat else
+                     None if res == z3.unsat else s.reason_unknown())
 
     def read(step: Any) -> set[int]:
         # one walk over every term of the step (they share most of their subterms)

@@ -24,7 +24,7 @@ timeout) in any query is a failed check, never a pass.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +34,7 @@ import z3
 from kvspec.lang.schema import State
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST
 from kvspec.lang.system import ActionInstance, Property, System
-from kvspec.proofs.clauses import CertificateError, Clause, term_constants
+from kvspec.proofs.clauses import CertificateError, Clause, term_constants, var_names
 from kvspec.trace import InternalError, Trace, TraceStep
 
 #: default limit for one solver query, in seconds
@@ -99,11 +99,12 @@ class Encoding:
         self.system = system
         self.cur: list[z3.ExprRef] = system.state_vars()
         self.types = system.slot_types()
-        self.names = [str(v) for v in self.cur]
+        self.names = var_names(self.cur)
         self.slot = {name: i for i, name in enumerate(self.names)}
         self.values: list[list[int] | None] = [
             None if t.kind == "bool" else sorted({int(x) for x in t.domain()})
             for t in self.types]
+        self._slot_domains: dict[int, z3.BoolRef | None] = {}
         self.steps: list[_Step] = [self._step(inst) for inst in system.instances]
 
     def _step(self, inst: ActionInstance) -> _Step:
@@ -132,6 +133,16 @@ class Encoding:
             return z3.And(term >= values[0], term <= values[-1])
         return z3.Or(*[term == x for x in values])
 
+    def slot_domain(self, slot: int) -> z3.BoolRef | None:
+        """:meth:`in_domain` of the slot's own variable (built once)."""
+        if slot not in self._slot_domains:
+            self._slot_domains[slot] = self.in_domain(slot, self.cur[slot])
+        return self._slot_domains[slot]
+
+    def domains(self, slots: Iterable[int]) -> list[z3.BoolRef]:
+        """The domain constraints of ``slots`` (those whose type is not every value)."""
+        return [d for i in slots for d in [self.slot_domain(i)] if d is not None]
+
     def leaving_domain(self, updates: dict[int, z3.ExprRef]) -> list[z3.BoolRef]:
         """For each update whose value may leave its slot's type: the condition that
         it does."""
@@ -147,12 +158,7 @@ class Encoding:
         return values is None or int(internal) in values
 
     def domain(self) -> list[z3.BoolRef]:
-        out = []
-        for i, v in enumerate(self.cur):
-            c = self.in_domain(i, v)
-            if c is not None:
-                out.append(c)
-        return out
+        return self.domains(range(len(self.cur)))
 
     def state_of(self, model: z3.ModelRef) -> State:
         out: list[Any] = []
@@ -344,9 +350,8 @@ class _LocalPremise:
         self.pieces = pieces
         self.piece_slots = piece_slots
         self.timeout_ms = timeout_ms
-        known = {name: ("Bool" if z3.is_bool(v) else "Int")
-                 for name, v in zip(enc.names, enc.cur)}
-        self.known = known
+        self.known = {name: ("Bool" if z3.is_bool(v) else "Int")
+                      for name, v in zip(enc.names, enc.cur)}
         schema = enc.system.schema
         self.shared: set[int] = set()
         for v in schema.vars:
@@ -373,9 +378,7 @@ class _LocalPremise:
             return False  # the whole invariant: the caller's query is the same one
         solver = z3.Solver()
         solver.set("timeout", self.timeout_ms)
-        slots = set(vocab)
-        solver.add(*[c for i in sorted(slots) for c in [self.enc.in_domain(i, self.enc.cur[i])]
-                     if c is not None])
+        solver.add(*self.enc.domains(sorted(vocab)))
         solver.add(*premise)
         solver.add(*goal)
         return solver.check() == z3.unsat

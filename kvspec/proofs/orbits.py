@@ -56,6 +56,7 @@ from kvspec.proofs.smt_check import (
     InductionReport,
     cti_trace,
     _mk_or,
+    assert_all,
     _Substitution,
 )
 
@@ -427,48 +428,12 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     # limit is ORBIT_QUERY_FACTOR times the per-query limit
     ms = max(1, int(timeout * ORBIT_QUERY_FACTOR * 1000))
     known = {n: ("Bool" if z3.is_bool(v) else "Int") for n, v in zip(enc.names, enc.cur)}
-    by_slot: dict[int, list[int]] = {}
-    for n, (_, _, slots) in enumerate(everything):
-        paged = slots - ren.shared
-        if paged:
-            by_slot.setdefault(min(paged), []).append(n)
-    always = [n for n, (_, _, slots) in enumerate(everything) if slots <= ren.shared]
-
-    def local(scope: set[int]) -> list[int]:
-        """The instances whose slots all lie in ``scope`` (it contains the shared slots)."""
-        picked = set(always)
-        for s in scope:
-            for n in by_slot.get(s, ()):
-                if everything[n][2] <= scope:
-                    picked.add(n)
-        return sorted(picked)
+    queries = _Queries(enc, ren, orbits, ms)
 
     def ask(goal: list[z3.BoolRef], vocab: set[int]) -> tuple[z3.CheckSatResult, Any]:
-        """Local premise first, then the whole invariant (added to the same solver)."""
-        s = z3.Solver()
-        s.set("timeout", ms)
-        s.set("arith.solver", 2)  # faster on these quantifier-free queries
-        s.set("relevancy", 0)
-        scope = vocab | ren.shared
-        chosen = local(scope)
-        s.add(*goal)
-        if len(chosen) < LOCAL_SHARE * len(everything):
-            s.add(*enc.domains(sorted(scope)))
-            s.add(*[orbits.term(everything[n][0], everything[n][1]) for n in chosen])
-            report.queries += 1
-            res = s.check()
-            if res == z3.unsat:
-                return res, None
-        else:  # the local premise is most of the invariant: ask with all of it at once
-            scope, chosen = set(), []
-        s.add(*enc.domains(i for i in range(len(enc.cur)) if i not in scope))
-        rest = set(chosen)
-        s.add(*[orbits.term(k, images) for n, (k, images, _) in enumerate(everything)
-                if n not in rest])
-        report.queries += 1
-        res = s.check()
-        return res, (s.model() if res == z3.sat else
-                     None if res == z3.unsat else s.reason_unknown())
+        res, why = queries.ask(goal, vocab)
+        report.queries = queries.queries
+        return res, why
 
     def read(step: Any) -> set[int]:
         # one walk over every term of the step (they share most of their subterms)
@@ -504,6 +469,7 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     # 3. model errors and consecution, one action instance per orbit
     for step in enc.steps:
         r = read(step)
+        fixed = {d: _args(step.inst, d) for d in ren.on}
         if step.errors:
             res, why = ask([step.error], r)
             if res != z3.unsat:
@@ -511,7 +477,6 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                                                     "error from a state of the invariant",
                              f"whether {step.inst.label()} may raise a model error")
         written = set(step.updates)
-        fixed = {d: _args(step.inst, d) for d in ren.on}
         targets: list[tuple[int, z3.BoolRef]] = []
         vocab = r | written
         post = _Substitution([(enc.cur[i], e) for i, e in step.updates.items()])
@@ -543,6 +508,71 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                          f"{len(enc.steps)} representative action instances (the others are "
                          "their renamings)")
     return report
+
+
+class _Queries:
+    """Queries whose premise is the whole invariant ``I`` (every instance and every
+    slot's domain), asked first with its *local* part: the instances whose slots all
+    lie in the query's vocabulary (the slots its goal and action read and write) and
+    the shared slots. A part that refutes the goal refutes it with all of ``I``, so
+    only its ``unsat`` is taken; otherwise the rest of ``I`` is added to the same
+    solver and decides. The local part is skipped when it is most of the invariant
+    (then asking the whole costs about the same, and a local query that does not
+    refute is time lost)."""
+
+    def __init__(self, enc: Encoding, ren: Renaming, orbits: Orbits, timeout_ms: int) -> None:
+        self.enc = enc
+        self.orbits = orbits
+        self.timeout_ms = timeout_ms
+        self.shared = ren.shared
+        self.everything = orbits.every_instance()
+        self.by_slot: dict[int, list[int]] = {}
+        for n, (_, _, slots) in enumerate(self.everything):
+            paged = slots - ren.shared
+            if paged:
+                self.by_slot.setdefault(min(paged), []).append(n)
+        self.always = [n for n, (_, _, slots) in enumerate(self.everything)
+                       if slots <= ren.shared]
+        self.queries = 0
+
+    def local(self, scope: set[int]) -> set[int]:
+        """The instances whose slots all lie in ``scope`` (it contains the shared slots)."""
+        picked = set(self.always)
+        for s in scope:
+            for n in self.by_slot.get(s, ()):
+                if self.everything[n][2] <= scope:
+                    picked.add(n)
+        return picked
+
+    def _term(self, n: int) -> z3.BoolRef:
+        k, images, _ = self.everything[n]
+        return self.orbits.term(k, images)
+
+    def ask(self, goal: list[z3.BoolRef], vocab: set[int]) -> tuple[z3.CheckSatResult, Any]:
+        """``unsat`` (None), or the whole invariant's ``sat`` (a model) or ``unknown``
+        (the reason)."""
+        enc = self.enc
+        s = z3.Solver()
+        s.set("timeout", self.timeout_ms)
+        s.set("arith.solver", 2)  # faster on these quantifier-free queries
+        s.set("relevancy", 0)
+        assert_all(s, goal)
+        scope = vocab | self.shared
+        chosen = self.local(scope)
+        if len(chosen) < LOCAL_SHARE * len(self.everything):
+            assert_all(s, enc.domains(sorted(scope)))
+            assert_all(s, (self._term(n) for n in sorted(chosen)))
+            self.queries += 1
+            if s.check() == z3.unsat:
+                return z3.unsat, None
+        else:
+            scope, chosen = set(), set()
+        assert_all(s, enc.domains(i for i in range(len(enc.cur)) if i not in scope))
+        assert_all(s, (self._term(n) for n in range(len(self.everything)) if n not in chosen))
+        self.queries += 1
+        res = s.check()
+        return res, (s.model() if res == z3.sat else
+                     None if res == z3.unsat else s.reason_unknown())
 
 
 def _fail(report: OrbitReport, res: z3.CheckSatResult, why: Any, enc: Encoding,

@@ -234,12 +234,12 @@ def check_clauses(system: System, clauses: list[Clause], properties: list[Proper
         solver.set("arith.solver", 2)
         solver.set("relevancy", 0)
     solver.set("timeout", timeout_ms)
-    solver.add(*enc.domain())
-    solver.add(*[c.formula for c in clauses])
+    assert_all(solver, enc.domain())
+    assert_all(solver, [c.formula for c in clauses])
 
     def query(*extra: z3.BoolRef) -> tuple[z3.CheckSatResult, z3.ModelRef | None, str]:
         solver.push()
-        solver.add(*extra)
+        assert_all(solver, extra)
         res = solver.check()
         model = solver.model() if res == z3.sat else None
         why = solver.reason_unknown() if res == z3.unknown else ""
@@ -378,9 +378,9 @@ class _LocalPremise:
             return False  # the whole invariant: the caller's query is the same one
         solver = z3.Solver()
         solver.set("timeout", self.timeout_ms)
-        solver.add(*self.enc.domains(sorted(vocab)))
-        solver.add(*premise)
-        solver.add(*goal)
+        assert_all(solver, self.enc.domains(sorted(vocab)))
+        assert_all(solver, premise)
+        assert_all(solver, goal)
         return solver.check() == z3.unsat
 
 
@@ -390,6 +390,15 @@ def _mk_or(terms: list[z3.BoolRef]) -> z3.BoolRef:
     ctx = terms[0].ctx
     arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
     return z3.BoolRef(z3.Z3_mk_or(ctx.ref(), len(terms), arr), ctx)
+
+
+def assert_all(solver: z3.Solver, terms: Iterable[z3.BoolRef]) -> None:
+    """``solver.add(*terms)`` with one C call per term (``add`` checks and converts each
+    term in Python first, which costs more than the solver's own work on thousands of
+    small clauses)."""
+    ref, sref = solver.ctx.ref(), solver.solver
+    for t in terms:
+        z3.Z3_solver_assert(ref, sref, t.as_ast())
 
 
 class _Substitution:

@@ -267,7 +267,9 @@ class Orbits:
                                            f"{c} (only literal ids and id variables)")
                 out = z3.Distinct(*new) if z3.is_distinct(e) else (new[0] == new[1])
             elif kids:
-                out = e.decl()(*[walk(c) for c in kids])
+                new = [walk(c) for c in kids]
+                same = all(a.get_id() == b.get_id() for a, b in zip(new, kids))
+                out = e if same else e.decl()(*new)  # rebuilt only where a hole is below
             else:
                 out = e
             memo[key] = out

@@ -296,10 +296,14 @@ def check_clauses(system: System, clauses: list[Clause], properties: list[Proper
             pieces.append(piece)
             piece_slots.append(slots)
     local = _LocalPremise(enc, pieces, piece_slots, timeout_ms)
+    negated: dict[int, z3.BoolRef] = {}  # piece -> its negation, built once
     for step in enc.steps:
         parts = sorted({j for slot in step.updates for j in readers.get(slot, ())})
         post = _Substitution([(enc.cur[i], e) for i, e in step.updates.items()])
-        broken = [post(_mk_or([z3.Not(pieces[j]) for j in parts]))] if parts else []
+        for j in parts:
+            if j not in negated:
+                negated[j] = z3.Not(pieces[j])
+        broken = [post(_mk_or([negated[j] for j in parts]))] if parts else []
         broken += enc.leaving_domain(step.updates)
         if not broken:
             continue

@@ -118,6 +118,7 @@ class Renaming:
         self.on = {d for d, ok in zip(DIMS, dims) if ok}
         self.n = {REQUEST: system.schema.requests, PAGE: system.schema.pages}
         self.cur = system.state_vars()
+        self.cur_ast = [v.as_ast() for v in self.cur]
         self.slot_of = {name: i for i, name in enumerate(var_names(self.cur))}
         self.known = var_sorts(self.cur)
         # slot -> (var offset, row, {dim: id}) and the id space of its value
@@ -225,6 +226,8 @@ class Orbits:
         self.clauses = [self._orbit_clause(k, f, lab)
                         for k, (f, lab) in enumerate(zip(formulas, labels))]
         self._terms: dict[tuple[int, tuple[Any, ...]], z3.BoolRef] = {}
+        self._sources: dict[int, tuple[list[z3.ExprRef], Any]] = {}
+        self._values: dict[int, z3.IntNumRef] = {}
         self._all: list[tuple[int, tuple[Any, ...], frozenset[int]]] | None = None
 
     # -- one representative ---------------------------------------------------------------
@@ -349,9 +352,32 @@ class Orbits:
         t = self._terms.get(key)
         if t is None:
             c = self.clauses[k]
-            t = self._rename(c, self._perm(c, images))
+            t = self._instance(c, self._perm(c, images))
             self._terms[key] = t
         return t
+
+    def _instance(self, c: OrbitClause, perm: Perm) -> z3.BoolRef:
+        """``_rename(c, perm)`` in one C call: the array of what is replaced (every slot
+        and hole of ``c``) is built once per clause, only the replacements per instance."""
+        ren = self.ren
+        source = self._sources.get(c.index)
+        if source is None:
+            keys = [ren.cur[s] for s in c.slots] + [ren.hole(d, v) for d, v in c.holes]
+            source = (keys, (z3.Ast * len(keys))(*[e.as_ast() for e in keys]))
+            self._sources[c.index] = source
+        keys, src = source
+        if not keys:
+            return c.hat
+        dst = [ren.cur_ast[ren.slot(s, perm)] for s in c.slots]
+        for d, v in c.holes:
+            w = perm[d][v] if d in perm else v
+            value = self._values.get(w)
+            if value is None:
+                value = self._values[w] = z3.IntVal(w)
+            dst.append(value.as_ast())
+        ctx = c.hat.ctx
+        return z3.BoolRef(z3.Z3_substitute(ctx.ref(), c.hat.as_ast(), len(keys), src,
+                                           (z3.Ast * len(keys))(*dst)), ctx)
 
     def slots(self, k: int, images: tuple[tuple[int, ...], ...]) -> frozenset[int]:
         c = self.clauses[k]

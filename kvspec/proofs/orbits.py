@@ -455,7 +455,7 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     # one query here covers what hundreds of instance-by-instance queries would: its
     # limit is ORBIT_QUERY_FACTOR times the per-query limit
     ms = max(1, int(timeout * ORBIT_QUERY_FACTOR * 1000))
-    known = {n: ("Bool" if z3.is_bool(v) else "Int") for n, v in zip(enc.names, enc.cur)}
+    known = var_sorts(enc.cur)
     queries = _Queries(enc, ren, orbits, ms)
 
     def ask(goal: list[z3.BoolRef], vocab: set[int]) -> tuple[z3.CheckSatResult, Any]:
@@ -497,7 +497,6 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     # 3. model errors and consecution, one action instance per orbit
     for step in enc.steps:
         r = read(step)
-        fixed = {d: _args(step.inst, d) for d in ren.on}
         if step.errors:
             res, why = ask([step.error], r)
             if res != z3.unsat:
@@ -505,6 +504,7 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                                                     "error from a state of the invariant",
                              f"whether {step.inst.label()} may raise a model error")
         written = set(step.updates)
+        fixed = {d: _args(step.inst, d) for d in ren.on}
         targets: list[tuple[int, z3.BoolRef]] = []
         vocab = r | written
         post = _Substitution([(enc.cur[i], e) for i, e in step.updates.items()])

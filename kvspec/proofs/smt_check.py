@@ -34,7 +34,8 @@ import z3
 from kvspec.lang.schema import State
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST
 from kvspec.lang.system import ActionInstance, Property, System
-from kvspec.proofs.clauses import CertificateError, Clause, term_constants, var_names
+from kvspec.proofs.clauses import (CertificateError, Clause, term_constants, var_names,
+                                   var_sorts)
 from kvspec.trace import InternalError, Trace, TraceStep
 
 #: default limit for one solver query, in seconds
@@ -283,7 +284,7 @@ def check_clauses(system: System, clauses: list[Clause], properties: list[Proper
     # 4. consecution, every action instance: first against the local premise (the
     # pieces of the invariant within the step's neighbourhood), then, only if that
     # is not enough, against the whole invariant (the query above's solver)
-    known = {name: ("Bool" if z3.is_bool(v) else "Int") for name, v in zip(enc.names, enc.cur)}
+    known = var_sorts(enc.cur)
     pieces: list[z3.BoolRef] = []
     piece_slots: list[frozenset[int]] = []
     readers: dict[int, list[int]] = {}
@@ -354,8 +355,7 @@ class _LocalPremise:
         self.pieces = pieces
         self.piece_slots = piece_slots
         self.timeout_ms = timeout_ms
-        self.known = {name: ("Bool" if z3.is_bool(v) else "Int")
-                      for name, v in zip(enc.names, enc.cur)}
+        self.known = var_sorts(enc.cur)
         schema = enc.system.schema
         self.shared: set[int] = set()
         for v in schema.vars:

@@ -257,6 +257,17 @@ def _short(e: z3.ExprRef, limit: int = 80) -> str:
 
 # -- the invariant ------------------------------------------------------------------------
 
+def var_names(state_vars: list[z3.ExprRef]) -> list[str]:
+    """The names of ``state_vars`` (as ``str`` prints them, without the printer's cost)."""
+    return [v.decl().name() for v in state_vars]
+
+
+def var_sorts(state_vars: list[z3.ExprRef]) -> dict[str, str]:
+    """Name -> ``Int`` or ``Bool`` of each of ``state_vars``."""
+    return {name: ("Bool" if z3.is_bool(v) else "Int")
+            for name, v in zip(var_names(state_vars), state_vars)}
+
+
 def parse_invariant(text: str, state_vars: list[z3.ExprRef],
                     labels: list[str] | None = None) -> list[Clause]:
     """Every ``assert`` of ``text`` as a :class:`Clause` over ``state_vars`` (the model's
@@ -264,7 +275,7 @@ def parse_invariant(text: str, state_vars: list[z3.ExprRef],
     ``assert`` when given. Raises :class:`CertificateError` with the reason."""
     if not isinstance(text, str):
         raise CertificateError("the SMT-LIB2 invariant is not a string")
-    known = {str(v): ("Bool" if z3.is_bool(v) else "Int") for v in state_vars}
+    known = var_sorts(state_vars)
     asserts: list[str] = []
     for command in split_commands(text):
         head = _head(command)
@@ -309,8 +320,8 @@ class _Parser:
         self.names = (z3.Symbol * self.n)()
         self.decls = (z3.FuncDecl * self.n)()
         self.keep = [v.decl() for v in state_vars]
-        for i, (v, d) in enumerate(zip(state_vars, self.keep)):
-            self.names[i] = z3.to_symbol(str(v), self.ctx)
+        for i, (name, d) in enumerate(zip(var_names(state_vars), self.keep)):
+            self.names[i] = z3.to_symbol(name, self.ctx)
             self.decls[i] = d.as_func_decl()
 
     def __call__(self, text: str) -> list[z3.ExprRef]:

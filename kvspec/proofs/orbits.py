@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,19 +49,23 @@ import z3
 
 from kvspec.lang.system import ActionInstance, Property, System
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST
-from kvspec.proofs.clauses import CertificateError, term_constants
+from kvspec.proofs.clauses import CertificateError, term_constants, var_names, var_sorts
 from kvspec.proofs.smt_check import (
     CounterexampleToInduction,
     Encoding,
     InductionReport,
     cti_trace,
     _mk_or,
+    assert_all,
     _Substitution,
 )
 
 DIMS = (REQUEST, PAGE)
 #: an orbit query may take this many times the per-query time limit
 ORBIT_QUERY_FACTOR = 10
+#: a query's local premise is tried first only when it is less than this share of the
+#: whole invariant (else the two cost about the same, and a failed local query is lost)
+LOCAL_SHARE = 0.5
 Perm = dict[str, Any]  # id space -> the image of each id (a tuple, or a dict of some ids)
 
 
@@ -114,8 +118,9 @@ class Renaming:
         self.on = {d for d, ok in zip(DIMS, dims) if ok}
         self.n = {REQUEST: system.schema.requests, PAGE: system.schema.pages}
         self.cur = system.state_vars()
-        self.slot_of = {str(v): i for i, v in enumerate(self.cur)}
-        self.known = {str(v): ("Bool" if z3.is_bool(v) else "Int") for v in self.cur}
+        self.cur_ast = [v.as_ast() for v in self.cur]
+        self.slot_of = {name: i for i, name in enumerate(var_names(self.cur))}
+        self.known = var_sorts(self.cur)
         # slot -> (var offset, row, {dim: id}) and the id space of its value
         self.where: list[tuple[int, int, dict[str, int]]] = []
         self.value_dim: dict[int, str] = {}
@@ -221,6 +226,8 @@ class Orbits:
         self.clauses = [self._orbit_clause(k, f, lab)
                         for k, (f, lab) in enumerate(zip(formulas, labels))]
         self._terms: dict[tuple[int, tuple[Any, ...]], z3.BoolRef] = {}
+        self._sources: dict[int, tuple[list[z3.ExprRef], Any]] = {}
+        self._values: dict[int, z3.IntNumRef] = {}
         self._all: list[tuple[int, tuple[Any, ...], frozenset[int]]] | None = None
 
     # -- one representative ---------------------------------------------------------------
@@ -263,7 +270,9 @@ class Orbits:
                                            f"{c} (only literal ids and id variables)")
                 out = z3.Distinct(*new) if z3.is_distinct(e) else (new[0] == new[1])
             elif kids:
-                out = e.decl()(*[walk(c) for c in kids])
+                new = [walk(c) for c in kids]
+                same = all(a.get_id() == b.get_id() for a, b in zip(new, kids))
+                out = e if same else e.decl()(*new)  # rebuilt only where a hole is below
             else:
                 out = e
             memo[key] = out
@@ -343,9 +352,32 @@ class Orbits:
         t = self._terms.get(key)
         if t is None:
             c = self.clauses[k]
-            t = self._rename(c, self._perm(c, images))
+            t = self._instance(c, self._perm(c, images))
             self._terms[key] = t
         return t
+
+    def _instance(self, c: OrbitClause, perm: Perm) -> z3.BoolRef:
+        """``_rename(c, perm)`` in one C call: the array of what is replaced (every slot
+        and hole of ``c``) is built once per clause, only the replacements per instance."""
+        ren = self.ren
+        source = self._sources.get(c.index)
+        if source is None:
+            keys = [ren.cur[s] for s in c.slots] + [ren.hole(d, v) for d, v in c.holes]
+            source = (keys, (z3.Ast * len(keys))(*[e.as_ast() for e in keys]))
+            self._sources[c.index] = source
+        keys, src = source
+        if not keys:
+            return c.hat
+        dst = [ren.cur_ast[ren.slot(s, perm)] for s in c.slots]
+        for d, v in c.holes:
+            w = perm[d][v] if d in perm else v
+            value = self._values.get(w)
+            if value is None:
+                value = self._values[w] = z3.IntVal(w)
+            dst.append(value.as_ast())
+        ctx = c.hat.ctx
+        return z3.BoolRef(z3.Z3_substitute(ctx.ref(), c.hat.as_ast(), len(keys), src,
+                                           (z3.Ast * len(keys))(*dst)), ctx)
 
     def slots(self, k: int, images: tuple[tuple[int, ...], ...]) -> frozenset[int]:
         c = self.clauses[k]
@@ -423,44 +455,13 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     # one query here covers what hundreds of instance-by-instance queries would: its
     # limit is ORBIT_QUERY_FACTOR times the per-query limit
     ms = max(1, int(timeout * ORBIT_QUERY_FACTOR * 1000))
-    known = {n: ("Bool" if z3.is_bool(v) else "Int") for n, v in zip(enc.names, enc.cur)}
-    by_slot: dict[int, list[int]] = {}
-    for n, (_, _, slots) in enumerate(everything):
-        paged = slots - ren.shared
-        if paged:
-            by_slot.setdefault(min(paged), []).append(n)
-    always = [n for n, (_, _, slots) in enumerate(everything) if slots <= ren.shared]
-
-    def premise(vocab: set[int] | None) -> list[z3.BoolRef]:
-        if vocab is None:
-            chosen: Iterable[int] = range(len(everything))
-        else:
-            picked = set(always)
-            for s in vocab:
-                for n in by_slot.get(s, ()):
-                    if everything[n][2] <= vocab:
-                        picked.add(n)
-            chosen = sorted(picked)
-        return [orbits.term(everything[n][0], everything[n][1]) for n in chosen]
+    known = var_sorts(enc.cur)
+    queries = _Queries(enc, ren, orbits, ms)
 
     def ask(goal: list[z3.BoolRef], vocab: set[int]) -> tuple[z3.CheckSatResult, Any]:
-        """Local premise first, then the whole invariant."""
-        for scope in (vocab | set(ren.shared), None):
-            s = z3.Solver()
-            s.set("timeout", ms)
-            s.set("arith.solver", 2)  # faster on these quantifier-free queries
-            s.set("relevancy", 0)
-            slots = range(len(enc.cur)) if scope is None else sorted(scope)
-            s.add(*[c for i in slots for c in [enc.in_domain(i, enc.cur[i])] if c is not None])
-            s.add(*premise(scope))
-            s.add(*goal)
-            report.queries += 1
-            res = s.check()
-            if res == z3.unsat:
-                return res, None
-            if scope is None:
-                return res, (s.model() if res == z3.sat else s.reason_unknown())
-        raise AssertionError("unreachable")
+        res, why = queries.ask(goal, vocab)
+        report.queries = queries.queries
+        return res, why
 
     def read(step: Any) -> set[int]:
         # one walk over every term of the step (they share most of their subterms)
@@ -535,6 +536,71 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                          f"{len(enc.steps)} representative action instances (the others are "
                          "their renamings)")
     return report
+
+
+class _Queries:
+    """Queries whose premise is the whole invariant ``I`` (every instance and every
+    slot's domain), asked first with its *local* part: the instances whose slots all
+    lie in the query's vocabulary (the slots its goal and action read and write) and
+    the shared slots. A part that refutes the goal refutes it with all of ``I``, so
+    only its ``unsat`` is taken; otherwise the rest of ``I`` is added to the same
+    solver and decides. The local part is skipped when it is most of the invariant
+    (then asking the whole costs about the same, and a local query that does not
+    refute is time lost)."""
+
+    def __init__(self, enc: Encoding, ren: Renaming, orbits: Orbits, timeout_ms: int) -> None:
+        self.enc = enc
+        self.orbits = orbits
+        self.timeout_ms = timeout_ms
+        self.shared = ren.shared
+        self.everything = orbits.every_instance()
+        self.by_slot: dict[int, list[int]] = {}
+        for n, (_, _, slots) in enumerate(self.everything):
+            paged = slots - ren.shared
+            if paged:
+                self.by_slot.setdefault(min(paged), []).append(n)
+        self.always = [n for n, (_, _, slots) in enumerate(self.everything)
+                       if slots <= ren.shared]
+        self.queries = 0
+
+    def local(self, scope: set[int]) -> set[int]:
+        """The instances whose slots all lie in ``scope`` (it contains the shared slots)."""
+        picked = set(self.always)
+        for s in scope:
+            for n in self.by_slot.get(s, ()):
+                if self.everything[n][2] <= scope:
+                    picked.add(n)
+        return picked
+
+    def _term(self, n: int) -> z3.BoolRef:
+        k, images, _ = self.everything[n]
+        return self.orbits.term(k, images)
+
+    def ask(self, goal: list[z3.BoolRef], vocab: set[int]) -> tuple[z3.CheckSatResult, Any]:
+        """``unsat`` (None), or the whole invariant's ``sat`` (a model) or ``unknown``
+        (the reason)."""
+        enc = self.enc
+        s = z3.Solver()
+        s.set("timeout", self.timeout_ms)
+        s.set("arith.solver", 2)  # faster on these quantifier-free queries
+        s.set("relevancy", 0)
+        assert_all(s, goal)
+        scope = vocab | self.shared
+        chosen = self.local(scope)
+        if len(chosen) < LOCAL_SHARE * len(self.everything):
+            assert_all(s, enc.domains(sorted(scope)))
+            assert_all(s, (self._term(n) for n in sorted(chosen)))
+            self.queries += 1
+            if s.check() == z3.unsat:
+                return z3.unsat, None
+        else:
+            scope, chosen = set(), set()
+        assert_all(s, enc.domains(i for i in range(len(enc.cur)) if i not in scope))
+        assert_all(s, (self._term(n) for n in range(len(self.everything)) if n not in chosen))
+        self.queries += 1
+        res = s.check()
+        return res, (s.model() if res == z3.sat else
+                     None if res == z3.unsat else s.reason_unknown())
 
 
 def _fail(report: OrbitReport, res: z3.CheckSatResult, why: Any, enc: Encoding,

@@ -24,7 +24,7 @@ timeout) in any query is a failed check, never a pass.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +34,8 @@ import z3
 from kvspec.lang.schema import State
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST
 from kvspec.lang.system import ActionInstance, Property, System
-from kvspec.proofs.clauses import CertificateError, Clause, term_constants
+from kvspec.proofs.clauses import (CertificateError, Clause, term_constants, var_names,
+                                   var_sorts)
 from kvspec.trace import InternalError, Trace, TraceStep
 
 #: default limit for one solver query, in seconds
@@ -99,11 +100,12 @@ class Encoding:
         self.system = system
         self.cur: list[z3.ExprRef] = system.state_vars()
         self.types = system.slot_types()
-        self.names = [str(v) for v in self.cur]
+        self.names = var_names(self.cur)
         self.slot = {name: i for i, name in enumerate(self.names)}
         self.values: list[list[int] | None] = [
             None if t.kind == "bool" else sorted({int(x) for x in t.domain()})
             for t in self.types]
+        self._slot_domains: dict[int, z3.BoolRef | None] = {}
         self.steps: list[_Step] = [self._step(inst) for inst in system.instances]
 
     def _step(self, inst: ActionInstance) -> _Step:
@@ -132,6 +134,16 @@ class Encoding:
             return z3.And(term >= values[0], term <= values[-1])
         return z3.Or(*[term == x for x in values])
 
+    def slot_domain(self, slot: int) -> z3.BoolRef | None:
+        """:meth:`in_domain` of the slot's own variable (built once)."""
+        if slot not in self._slot_domains:
+            self._slot_domains[slot] = self.in_domain(slot, self.cur[slot])
+        return self._slot_domains[slot]
+
+    def domains(self, slots: Iterable[int]) -> list[z3.BoolRef]:
+        """The domain constraints of ``slots`` (those whose type is not every value)."""
+        return [d for i in slots for d in [self.slot_domain(i)] if d is not None]
+
     def leaving_domain(self, updates: dict[int, z3.ExprRef]) -> list[z3.BoolRef]:
         """For each update whose value may leave its slot's type: the condition that
         it does."""
@@ -147,12 +159,7 @@ class Encoding:
         return values is None or int(internal) in values
 
     def domain(self) -> list[z3.BoolRef]:
-        out = []
-        for i, v in enumerate(self.cur):
-            c = self.in_domain(i, v)
-            if c is not None:
-                out.append(c)
-        return out
+        return self.domains(range(len(self.cur)))
 
     def state_of(self, model: z3.ModelRef) -> State:
         out: list[Any] = []
@@ -228,12 +235,12 @@ def check_clauses(system: System, clauses: list[Clause], properties: list[Proper
         solver.set("arith.solver", 2)
         solver.set("relevancy", 0)
     solver.set("timeout", timeout_ms)
-    solver.add(*enc.domain())
-    solver.add(*[c.formula for c in clauses])
+    assert_all(solver, enc.domain())
+    assert_all(solver, [c.formula for c in clauses])
 
     def query(*extra: z3.BoolRef) -> tuple[z3.CheckSatResult, z3.ModelRef | None, str]:
         solver.push()
-        solver.add(*extra)
+        assert_all(solver, extra)
         res = solver.check()
         model = solver.model() if res == z3.sat else None
         why = solver.reason_unknown() if res == z3.unknown else ""
@@ -277,7 +284,7 @@ def check_clauses(system: System, clauses: list[Clause], properties: list[Proper
     # 4. consecution, every action instance: first against the local premise (the
     # pieces of the invariant within the step's neighbourhood), then, only if that
     # is not enough, against the whole invariant (the query above's solver)
-    known = {name: ("Bool" if z3.is_bool(v) else "Int") for name, v in zip(enc.names, enc.cur)}
+    known = var_sorts(enc.cur)
     pieces: list[z3.BoolRef] = []
     piece_slots: list[frozenset[int]] = []
     readers: dict[int, list[int]] = {}
@@ -290,10 +297,14 @@ def check_clauses(system: System, clauses: list[Clause], properties: list[Proper
             pieces.append(piece)
             piece_slots.append(slots)
     local = _LocalPremise(enc, pieces, piece_slots, timeout_ms)
+    negated: dict[int, z3.BoolRef] = {}  # piece -> its negation, built once
     for step in enc.steps:
         parts = sorted({j for slot in step.updates for j in readers.get(slot, ())})
         post = _Substitution([(enc.cur[i], e) for i, e in step.updates.items()])
-        broken = [post(_mk_or([z3.Not(pieces[j]) for j in parts]))] if parts else []
+        for j in parts:
+            if j not in negated:
+                negated[j] = z3.Not(pieces[j])
+        broken = [post(_mk_or([negated[j] for j in parts]))] if parts else []
         broken += enc.leaving_domain(step.updates)
         if not broken:
             continue
@@ -344,9 +355,7 @@ class _LocalPremise:
         self.pieces = pieces
         self.piece_slots = piece_slots
         self.timeout_ms = timeout_ms
-        known = {name: ("Bool" if z3.is_bool(v) else "Int")
-                 for name, v in zip(enc.names, enc.cur)}
-        self.known = known
+        self.known = var_sorts(enc.cur)
         schema = enc.system.schema
         self.shared: set[int] = set()
         for v in schema.vars:
@@ -373,11 +382,9 @@ class _LocalPremise:
             return False  # the whole invariant: the caller's query is the same one
         solver = z3.Solver()
         solver.set("timeout", self.timeout_ms)
-        slots = set(vocab)
-        solver.add(*[c for i in sorted(slots) for c in [self.enc.in_domain(i, self.enc.cur[i])]
-                     if c is not None])
-        solver.add(*premise)
-        solver.add(*goal)
+        assert_all(solver, self.enc.domains(sorted(vocab)))
+        assert_all(solver, premise)
+        assert_all(solver, goal)
         return solver.check() == z3.unsat
 
 
@@ -387,6 +394,15 @@ def _mk_or(terms: list[z3.BoolRef]) -> z3.BoolRef:
     ctx = terms[0].ctx
     arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
     return z3.BoolRef(z3.Z3_mk_or(ctx.ref(), len(terms), arr), ctx)
+
+
+def assert_all(solver: z3.Solver, terms: Iterable[z3.BoolRef]) -> None:
+    """``solver.add(*terms)`` with one C call per term (``add`` checks and converts each
+    term in Python first, which costs more than the solver's own work on thousands of
+    small clauses)."""
+    ref, sref = solver.ctx.ref(), solver.solver
+    for t in terms:
+        z3.Z3_solver_assert(ref, sref, t.as_ast())
 
 
 class _Substitution:

@@ -292,3 +292,47 @@ def test_stored_all_sizes_certificates_re_check_at_other_sizes(cert: Path) -> No
         check = check_certificate(cert, other)
         assert check.ok and check.kind == "all-sizes", check.problems
         assert check.properties == [p.name for p in other.properties]
+
+
+# each decides at compile time what changes with the sizes: a folded comparison of a
+# size parameter, a folded len() next to one that is kept, a derived size's threshold
+THRESHOLDS = """
+from kvspec import Int, Model, Pages, Request, Requests, Size, action, emit, require
+
+
+class Threshold(Model):
+    properties = ("no-decode-after-rejection",)
+    requests = Requests(2)
+    pages = Pages(2)
+    limit = Size(2)
+    big = Size(derived=lambda sz: 1 if sz["pages"] >= 6 else 0)
+    rej = requests.var(bool, init=False)
+    n = requests.var(Int(0, 3), init=0)
+
+    @action
+    def reject(s, r: Request):
+        require(not s.rej[r])
+        s.rej[r] = True
+        emit.reject(r)
+
+    @action
+    def decode(s, r: Request):
+        require(not s.rej[r] or CONDITION)
+        emit.decode(r)
+"""
+
+
+@pytest.mark.parametrize("condition, larger, every", [
+    ("s.limit >= 4", {"limit": 4}, False),
+    ("len(s.requests) >= 4 or s.n[r] > len(s.pages)", {"requests": 4}, False),
+    ("s.big == 1", {"pages": 6}, False),
+])
+def test_a_size_decided_at_compile_time_is_never_read_for_every_value(
+        tmp_path: Path, condition: str, larger: dict[str, int], every: bool) -> None:
+    path = _write(tmp_path, "threshold", THRESHOLDS.replace("CONDITION", condition))
+    (v,) = run(_system(path), "all-sizes", proofs_dir=tmp_path, coverage=False).verdicts
+    assert "every limit" not in v.detail and "every big" not in v.detail, v.headline()
+    if "limit" not in condition:  # the other two change with the number of ids
+        assert v.method != "all sizes", v.headline()
+        assert "threshold.py:22" in v.detail and "decided at compile time" in v.detail
+    assert _explicit(path, larger)["no-decode-after-rejection"] is Status.VIOLATED

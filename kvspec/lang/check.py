@@ -105,6 +105,9 @@ class Scope:
     breaks: dict[str, list[str]] = field(default_factory=dict)
     #: ``file:line`` of every ``len()`` of an id space (a constant that differs by size)
     size_reads: list[str] = field(default_factory=list)
+    #: (file, constant) of every read of a size — ``len()`` of a space, a size
+    #: parameter — as the compiler first made it (it may fold it away afterwards)
+    sized: list[tuple[str, ir.Const]] = field(default_factory=list)
     functions: list[ir.Function] = field(default_factory=list)
     #: monitor variables that are not stored: name -> (variable, the value of every element)
     constants: dict[str, tuple[VarInfo, Any]] = field(default_factory=dict)

@@ -227,7 +227,9 @@ def _builtin(b: ExprBuilder, fn: Any, node: ast.Call) -> ir.Expr:
         else:
             raise b.err(node, "len() applies to s.requests, s.pages, a state array or a mask")
         b.scope.size_reads.append(f"{b.file}:{node.lineno}")
-        return ir.Const(n, ty=ir.IntT(n, n), line=node.lineno, size=dim)
+        const = ir.Const(n, ty=ir.IntT(n, n), line=node.lineno, size=dim)
+        b.scope.sized.append((b.file, const))
+        return const
     if name in ("int", "bool", "float", "str"):
         raise b.err(node, f"{name}() conversions are not supported in model code")
     if name == "range":

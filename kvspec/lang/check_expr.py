@@ -77,6 +77,13 @@ class ExprBuilder:
     def const(self, value: Any, ty: Any, node: Any) -> ir.Const:
         return ir.Const(value, ty=ty, line=getattr(node, "lineno", 0))
 
+    def size_const(self, name: str, node: Any) -> ir.Const:
+        """The value of size parameter ``name``, marked as a read of it."""
+        n = self.scope.schema.sizes[name]
+        const = ir.Const(n, ty=ir.IntT(n, n), line=getattr(node, "lineno", 0), param=name)
+        self.scope.sized.append((self.file, const))
+        return const
+
     # -- names -------------------------------------------------------------------------
     def lookup(self, node: ast.Name) -> Any:
         name = node.id
@@ -231,8 +238,7 @@ class ExprBuilder:
                 raise self.err(node, f"the model declares no {dim}s")
             return _Marker("space", dim)
         if name in sizes:
-            return ir.Const(sizes[name], ty=ir.IntT(sizes[name], sizes[name]),
-                            line=getattr(node, "lineno", 0), param=name)
+            return self.size_const(name, node)
         if cls is not None and hasattr(cls, name):
             static = inspect.getattr_static(cls, name)
             value = getattr(cls, name)
@@ -242,9 +248,7 @@ class ExprBuilder:
             if inspect.isfunction(value):
                 return _Marker("method", value)
             if isinstance(value, SizeParam):
-                n = sizes[value.name]
-                return ir.Const(n, ty=ir.IntT(n, n), line=getattr(node, "lineno", 0),
-                                param=value.name)
+                return self.size_const(value.name, node)
             if isinstance(value, (bool, int, enum.Enum)) or value is None:
                 return self.global_value(value, name, node)
         known = ", ".join(v.name for v in self.scope.schema.vars if v.owner == "model")

@@ -152,6 +152,11 @@ class System:
         return self.scope.breaks if self.scope is not None else {}
 
     @property
+    def sized_constants(self) -> list[tuple[str, ir.Const]]:
+        """(file, constant) of every read of a size as the compiler made it."""
+        return self.scope.sized if self.scope is not None else []
+
+    @property
     def size_reads(self) -> list[str]:
         """``file:line`` of every ``len()`` of an id space in the model's code."""
         return self.scope.size_reads if self.scope is not None else []

@@ -407,7 +407,9 @@ class ParamExec:
             f.env[st.var] = x
             saved_g = f.g
             f.push(self.sorts.real(x))
+            pushed = 1
             if _breaks(st.body):
+                pushed += 1
                 self.approximate(where, f"the loop over {dim}s stops early with `break`: "
                                         "any set of its iterations runs")
                 f.push(self.fresh(z3.BoolSort(), "runs"))  # type: ignore[arg-type]
@@ -421,7 +423,7 @@ class ParamExec:
             f.loops.pop()
         finally:
             self.binders.pop()
-        f.conds = f.conds[:len(f.conds) - (2 if _breaks(st.body) else 1)]
+        f.conds = f.conds[:len(f.conds) - pushed]
         f.refresh()
         f.g = saved_g
         for name in list(f.env):

@@ -160,10 +160,11 @@ def parametric_model(system: System, *, bigger: System | None = None,
     them; :func:`symbolic_params`), the others keep their values. ``bigger``: the same
     model compiled with more requests and pages (and larger ``params``), to find what
     depends on them (None: compiled here)."""
-    params = frozenset(params)
+    derived = {s.name for s in system.loaded.decl.sizes if s.derived is not None}
+    params = frozenset(params) | frozenset(n for n in derived if n in system.sizes)
     _check_no_index_spaces(system)
     _check_symmetric(system)
-    _check_size_reads(system)
+    _check_size_constants(system, params)
     sizes = SizeSymbols(id_size_names(system), dict(system.sizes), params)
     for name in sorted(params):
         sizes.of_size(name)  # declared whether or not the code reads it
@@ -193,16 +194,20 @@ def parametric_model(system: System, *, bigger: System | None = None,
     return model
 
 
-def _check_size_reads(system: System) -> None:
-    """``len()`` of requests or pages is a symbol; of anything else, or where the
-    compiler folded it into another constant, it is rejected."""
-    tagged = {f"{fn.file}:{e.line}": e for e, fn in _expressions(system)
-              if isinstance(e, ir.Const) and e.size is not None}
-    for where in system.size_reads:
-        if where not in tagged:
-            raise Unsupported(where, "len() of an id space where its value is decided at "
-                                     "compile time (a constant that differs with the number "
-                                     "of ids)")
+def _check_size_constants(system: System, params: frozenset[str]) -> None:
+    """``len()`` of requests or pages and a read of a size in ``params`` are symbols: each
+    must still be in the compiled code as the constant the compiler made for it. One the
+    compiler folded into another constant (``len(s.requests) >= 4`` is ``False`` at 2
+    and at 3 requests), or used as a loop range, is decided at compile time and
+    rejected with its line."""
+    present = {id(e) for e, _ in _expressions(system)}
+    for file, c in system.sized_constants:
+        symbolic = c.size in (REQUEST, PAGE) or (c.param is not None and c.param in params)
+        if symbolic and id(c) not in present:
+            what = f"len() of the {c.size}s" if c.size is not None else f"the size {c.param!r}"
+            raise Unsupported(f"{file}:{c.line}", f"{what} where its value is decided at "
+                                                  "compile time (a constant that differs "
+                                                  "with the sizes)")
 
 
 def _expressions(system: System) -> Iterator[tuple[ir.Expr, ir.Function]]:
@@ -273,11 +278,19 @@ def _check_symmetric(system: System) -> None:
     """Ids must be interchangeable, except where a loop's order dependence is one the
     reading over-approximates (a carried local, ``break``)."""
     for dim, all_reasons in system.symmetry_breaks.items():
-        reasons = [r for r in all_reasons if CARRIES_LOCAL not in r and STOPS_EARLY not in r]
+        reasons = [r for r in all_reasons if not _over_approximated(r.partition(": ")[2])]
         if reasons:
             where, _, why = reasons[0].partition(": ")
             raise Unsupported(_full_path(system, where),
                               f"{why} (the {dim} ids are not interchangeable)")
+
+
+def _over_approximated(why: str) -> bool:
+    """Whether a symmetry break (its reason, without the place) is one the reading
+    over-approximates: a loop over ids that carries a local or stops with ``break``."""
+    return why.startswith("the loop over ") and (f" {CARRIES_LOCAL} " in why
+                                                 or why.endswith(f" {STOPS_EARLY} "
+                                                                 "(order-dependent)"))
 
 
 def _full_path(system: System, short: str) -> str:
@@ -308,15 +321,6 @@ def _bigger(system: System, params: frozenset[str] = frozenset()) -> System | No
     except UsageError as exc:
         raise Unsupported(system.loaded.file, f"the model cannot be compiled with more "
                                               f"requests and pages ({exc})") from None
-    for s in system.loaded.decl.sizes:
-        if s.derived is not None and bigger.sizes[s.name] != system.sizes[s.name]:
-            # a size that grows with the ids is a constant that differs with the size
-            grows = "the number of requests or pages" + (f" or {', '.join(sorted(params))}"
-                                                         if params else "")
-            raise Unsupported(f"{system.loaded.file}:{s.line or 0}",
-                              f"the size {s.name!r} is derived from {grows} (the all-sizes "
-                              "engine reads the other sizes as fixed constants; check it at "
-                              "fixed sizes)")
     return bigger
 
 

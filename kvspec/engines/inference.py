@@ -42,7 +42,10 @@ class Atom:
     Counting kinds (``idx == "r"``): ``var`` is a page array of request ids and
     ``other`` a request-indexed integer array; with ``n = #{p : var[p] == r}``,
     ``cnt`` is ``n == other[r]`` and ``cle`` is ``n <= other[r]``
-    (``count(owner == r) == need[r]``). They mention every slot of ``var``.
+    (``count(owner == r) == need[r]``). They mention every slot of ``var``. With
+    ``plus`` (a second page array of request ids) ``n`` is the sum of both counts
+    (``count(written == r) + count(inflight == r) == sent[r]``: every chunk sent has
+    landed or is still in flight).
 
     The constant of an integer ``eq``/``le`` atom in the upper half of the variable's
     range counts down from its upper bound (``top``; one in the lower half, or in
@@ -59,6 +62,7 @@ class Atom:
     value: int = 0
     other: str = ""  # veq/vle: the second variable; is: the quantified variable
     top: bool = False  # eq/le of an int: the constant is the range's upper bound - value
+    plus: str = ""  # counting kinds: a second page array whose count is added
 
     def constant(self, schema: Schema) -> int:
         """The atom's constant in ``schema`` (its sizes fix the variable's range)."""
@@ -75,11 +79,15 @@ class Atom:
     def counts(self) -> bool:
         return self.kind in COUNT_KINDS
 
+    def counted(self) -> tuple[str, ...]:
+        """The page arrays a counting atom counts in."""
+        return (self.var, self.plus) if self.plus else (self.var,)
+
     def slots(self, schema: Schema, binding: dict[str, int]) -> list[int]:
         if self.counts:
-            v = schema.by_name[self.var]
-            return [*range(v.offset, v.offset + v.length),
-                    _slot(schema.by_name[self.other], "r", binding)]
+            out = [i for name in self.counted() for v in (schema.by_name[name],)
+                   for i in range(v.offset, v.offset + v.length)]
+            return [*out, _slot(schema.by_name[self.other], "r", binding)]
         out = [_slot(schema.by_name[self.var], self.idx, binding)]
         if self.kind in ("veq", "vle"):
             out.append(_slot(schema.by_name[self.other], self.idx, binding))
@@ -90,7 +98,8 @@ class Atom:
         if self.counts:
             op = ("==" if positive else "!=") if self.kind == "cnt" else ("<=" if positive
                                                                           else ">")
-            return f"count({self.var} == r) {op} {self.other}[r]"
+            n = " + ".join(f"count({name} == r)" for name in self.counted())
+            return f"{n} {op} {self.other}[r]"
         name = f"{self.var}[{_index_text(self.idx)}]" if self.idx else self.var
         if self.kind == "eq":
             if v.type.kind == "bool":
@@ -160,7 +169,8 @@ def atom_term(atom: Atom, schema: Schema, cur: list[z3.ExprRef], binding: dict[s
     v = schema.by_name[atom.var]
     if atom.counts:
         r = binding["r"]
-        n = z3.Sum([z3.If(cur[i] == r, 1, 0) for i in range(v.offset, v.offset + v.length)])
+        n = z3.Sum([z3.If(cur[i] == r, 1, 0) for name in atom.counted()
+                    for u in (schema.by_name[name],) for i in range(u.offset, u.offset + u.length)])
         y = cur[_slot(schema.by_name[atom.other], "r", binding)]
         return n == y if atom.kind == "cnt" else n <= y  # type: ignore[return-value]
     x = cur[_slot(v, atom.idx, binding)]
@@ -238,15 +248,23 @@ def int_atom(kind: str, v: VarInfo, idx: str | None, c: int) -> Atom:
 def count_atoms(schema: Schema) -> list[Atom]:
     """``count(var == r) == other[r]`` and ``<=`` for every page array ``var`` of request
     ids and every request-indexed integer array ``other`` of the model (chosen by their
-    types, not their names; the monitors' copies of the model's arrays are left out)."""
+    types, not their names), and the same for the sum of the counts in two such arrays
+    (``count(written == r) + count(inflight == r) == sent[r]``). The monitors' page
+    arrays take part only in sums with one of the model's: alone they mostly copy one."""
     out: list[Atom] = []
-    vs = [v for v in schema.vars if v.owner == "model"]
-    pages = [v for v in vs if v.dim == PAGE and v.type.kind == "ref" and v.type.ref_dim == REQUEST]
-    ints = [v for v in vs if v.dim == REQUEST and v.type.kind == "int"]
-    for a in pages:
-        for b in ints:
-            out.append(Atom("cnt", a.name, "r", 0, b.name))
-            out.append(Atom("cle", a.name, "r", 0, b.name))
+    model = [v for v in schema.vars if v.owner in ("model", "monitor")]
+    pages = [v for v in model if v.dim == PAGE and v.type.kind == "ref"
+             and v.type.ref_dim == REQUEST]
+    ints = [v for v in model if v.owner == "model" and v.dim == REQUEST and v.type.kind == "int"]
+    for b in ints:
+        for a in pages:
+            if a.owner == "model":
+                out.append(Atom("cnt", a.name, "r", 0, b.name))
+                out.append(Atom("cle", a.name, "r", 0, b.name))
+        for a, c in itertools.combinations(pages, 2):
+            if "model" in (a.owner, c.owner):
+                out.append(Atom("cnt", a.name, "r", 0, b.name, plus=c.name))
+                out.append(Atom("cle", a.name, "r", 0, b.name, plus=c.name))
     return out
 
 
@@ -293,9 +311,9 @@ class StateTable:
 
     def atom(self, atom: Atom, ctx: tuple[str, ...]) -> np.ndarray:
         if atom.counts:
-            pages = self.block(atom.var, "p", ("p",))  # (N, P)
             k = self.schema.counts[REQUEST]
-            n = (pages[:, :, None] == np.arange(k)[None, None, :]).sum(axis=1)  # (N, R)
+            n = sum((self.block(name, "p", ("p",))[:, :, None]  # (N, P, R) -> (N, R)
+                     == np.arange(k)[None, None, :]).sum(axis=1) for name in atom.counted())
             y = self.block(atom.other, "r", ("r",))
             out = n == y if atom.kind == "cnt" else n <= y
             return np.broadcast_to(out, self.extents(ctx))

@@ -191,6 +191,13 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
         return Inferred(None, None, small.templates, notes)
     templates = small.templates
     t2 = time.monotonic()
+    refuted = set(notes.get("violated_at_small_size", ()))
+    if names is None:
+        names = [p.name for p in system.properties]
+    # a property some state of the small size violates is, as a rule, violated here too:
+    # its goal would only make the selection chase counterexamples no clause excludes
+    # (BMC looks for its counterexample; Spacer decides it if there is none)
+    names = [n for n in names if n not in refuted]
     goals = goal_templates(system, templates, names)
     strengthener = Strengthener(ts, templates, goals, symmetric, deadline, seed=small.seed,
                                 support=small.support, sample=small.sample)

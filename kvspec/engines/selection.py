@@ -13,7 +13,7 @@ from typing import Any
 import z3
 
 from kvspec.engines.inference import Atom, StateTable, Template, TemplateEvaluator
-from kvspec.engines.transition import check_sat
+from kvspec.engines.transition import check_sat, mk_and, mk_or
 from kvspec.lang.schema import Schema, State
 from kvspec.proofs.orbits import representatives as representative_instances
 
@@ -156,7 +156,9 @@ class Strengthener:
             raise InferenceTimeout()
         return res
 
-    def _posts(self, j: int) -> list[z3.BoolRef]:
+    def _broken_posts(self, j: int) -> list[z3.BoolRef]:
+        """Per chosen clause instance that action instance ``j`` may change: its negation
+        after the step (cached: the selection asks again after every counterexample)."""
         written = set(self.ts.steps[j].updates)
         out = []
         for k in self.chosen:
@@ -165,7 +167,7 @@ class Strengthener:
                     key = (j, k, n)
                     post = self._post.get(key)
                     if post is None:
-                        post = self.ts.post(j, term)
+                        post = z3.Not(self.ts.post(j, term))
                         self._post[key] = post
                     out.append(post)
         return out
@@ -240,11 +242,11 @@ class Strengthener:
         if errors_goal and not z3.is_false(errs) and self._check(errs) == z3.sat:
             return self._state(), None
         for j in self.reps:
-            posts = self._posts(j)
-            if not posts:
+            broken = self._broken_posts(j)
+            if not broken:
                 continue
             step = ts.steps[j]
-            goal = z3.And(step.enabled, z3.Not(step.error), z3.Or(*[z3.Not(p) for p in posts]))
+            goal = mk_and([step.enabled, z3.Not(step.error), mk_or(broken)])
             if self._check(goal) == z3.sat:
                 pre = self._state()
                 res = self.system.step(pre, self.system.instances[j])
@@ -281,7 +283,7 @@ class Strengthener:
         for k in broken:
             if k < len(self.templates):
                 for a, _ in self.templates[k].literals:
-                    related |= {a.var, a.other}
+                    related |= {a.var, a.other, a.plus}
         new = propose(self.sample, self.schema, pre, related, set(self.templates))
         if not new:
             return None

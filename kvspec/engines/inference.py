@@ -461,16 +461,19 @@ def _clauses(ctx: tuple[str, ...], lits: list[tuple[Literal, int]], full: int,
                 out.append(Template(ctx, pair))
     if max_literals < 3:
         return out
+    # a sum of counts is a strong atom: with two more literals it mostly makes clauses
+    # that are true on the sample by accident (and cost every selection time)
+    summed = [lit[0][0].plus != "" for lit in lits]
     for i in range(n):
-        if i in valid1:
+        if i in valid1 or summed[i]:
             continue
         mi = lits[i][1]
         for j in range(i + 1, n):
-            if j in valid1 or (i, j) in pair_ok or lits[i][0][0] == lits[j][0][0]:
+            if j in valid1 or summed[j] or (i, j) in pair_ok or lits[i][0][0] == lits[j][0][0]:
                 continue
             mij = mi | lits[j][1]
             for k in range(j + 1, n):
-                if mij | lits[k][1] != full or k in valid1:
+                if mij | lits[k][1] != full or k in valid1 or summed[k]:
                     continue
                 if (i, k) in pair_ok or (j, k) in pair_ok:
                     continue

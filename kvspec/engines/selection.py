@@ -99,10 +99,7 @@ class Strengthener:
         self._n = 0
         self._dead = 0
         self.queries = 0
-        # simplest first: fewer literals, fewer quantified ids; a count (a sum over every
-        # page) costs as much as two more literals, so it is picked only when needed
-        self.size = [len(t.literals) * 4 + len(t.ctx) + 8 * sum(a.counts for a, _ in t.literals)
-                     for t in templates]
+        self.size = [clause_size(t) for t in templates]
         slot_of = {name: i for i, name in enumerate(ts.labels)}
         self.sample = sample  # the sampled states: proposals must hold on them
         self.proposed = 0
@@ -289,8 +286,7 @@ class Strengthener:
             return None
         first = len(self.templates)
         self.templates.extend(new)
-        self.size.extend(len(t.literals) * 4 + len(t.ctx)
-                         + 8 * sum(a.counts for a, _ in t.literals) for t in new)
+        self.size.extend(clause_size(t) for t in new)
         self.evaluator = TemplateEvaluator(self.schema, self.templates)
         self.proposed += len(new)
         false_on = self.evaluator.failing([pre], range(first, len(self.templates)))
@@ -308,6 +304,15 @@ class Strengthener:
         t = self.templates[k]
         insts = [t.instance(self.schema, self.ts.int_cur, b) for b in t.bindings(self.schema)]
         return (z3.And(*insts) if len(insts) > 1 else insts[0]), t.render(self.schema)
+
+
+def clause_size(t: Template) -> int:
+    """How complex a candidate is; the selection picks the simplest first: fewer
+    literals, fewer quantified ids. A count (a sum over every page) costs as much as
+    two more literals, a sum of two counts as four, so they are picked only when
+    nothing simpler excludes a counterexample."""
+    return (len(t.literals) * 4 + len(t.ctx)
+            + sum(8 + 8 * bool(a.plus) for a, _ in t.literals if a.counts))
 
 
 def _names(e: z3.ExprRef) -> set[str]:

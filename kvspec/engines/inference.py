@@ -45,7 +45,9 @@ class Atom:
     (``count(owner == r) == need[r]``). They mention every slot of ``var``. With
     ``plus`` (a second page array of request ids) ``n`` is the sum of both counts
     (``count(written == r) + count(inflight == r) == sent[r]``: every chunk sent has
-    landed or is still in flight).
+    landed or is still in flight). Without ``other``, ``cle`` compares with the
+    constant ``value`` (``count(reading == r) <= 1``: at most one page per request, a
+    relation between two pages that no clause over one page expresses).
 
     The constant of an integer ``eq``/``le`` atom in the upper half of the variable's
     range counts down from its upper bound (``top``; one in the lower half, or in
@@ -87,6 +89,8 @@ class Atom:
         if self.counts:
             out = [i for name in self.counted() for v in (schema.by_name[name],)
                    for i in range(v.offset, v.offset + v.length)]
+            if not self.other:
+                return out
             return [*out, _slot(schema.by_name[self.other], "r", binding)]
         out = [_slot(schema.by_name[self.var], self.idx, binding)]
         if self.kind in ("veq", "vle"):
@@ -99,7 +103,7 @@ class Atom:
             op = ("==" if positive else "!=") if self.kind == "cnt" else ("<=" if positive
                                                                           else ">")
             n = " + ".join(f"count({name} == r)" for name in self.counted())
-            return f"{n} {op} {self.other}[r]"
+            return f"{n} {op} {self.other}[r]" if self.other else f"{n} {op} {self.value}"
         name = f"{self.var}[{_index_text(self.idx)}]" if self.idx else self.var
         if self.kind == "eq":
             if v.type.kind == "bool":
@@ -171,7 +175,8 @@ def atom_term(atom: Atom, schema: Schema, cur: list[z3.ExprRef], binding: dict[s
         r = binding["r"]
         n = z3.Sum([z3.If(cur[i] == r, 1, 0) for name in atom.counted()
                     for u in (schema.by_name[name],) for i in range(u.offset, u.offset + u.length)])
-        y = cur[_slot(schema.by_name[atom.other], "r", binding)]
+        y = (cur[_slot(schema.by_name[atom.other], "r", binding)] if atom.other
+             else z3.IntVal(atom.value))
         return n == y if atom.kind == "cnt" else n <= y  # type: ignore[return-value]
     x = cur[_slot(v, atom.idx, binding)]
     if atom.kind == "eq":
@@ -249,13 +254,15 @@ def count_atoms(schema: Schema) -> list[Atom]:
     """``count(var == r) == other[r]`` and ``<=`` for every page array ``var`` of request
     ids and every request-indexed integer array ``other`` of the model (chosen by their
     types, not their names), and the same for the sum of the counts in two such arrays
-    (``count(written == r) + count(inflight == r) == sent[r]``). The monitors' page
+    (``count(written == r) + count(inflight == r) == sent[r]``); ``count(var == r) <= 1``
+    for every page array of the model. The monitors' page
     arrays take part only in sums with one of the model's: alone they mostly copy one."""
     out: list[Atom] = []
     model = [v for v in schema.vars if v.owner in ("model", "monitor")]
     pages = [v for v in model if v.dim == PAGE and v.type.kind == "ref"
              and v.type.ref_dim == REQUEST]
     ints = [v for v in model if v.owner == "model" and v.dim == REQUEST and v.type.kind == "int"]
+    out.extend(Atom("cle", a.name, "r", 1) for a in pages if a.owner == "model")
     for b in ints:
         for a in pages:
             if a.owner == "model":
@@ -314,7 +321,7 @@ class StateTable:
             k = self.schema.counts[REQUEST]
             n = sum((self.block(name, "p", ("p",))[:, :, None]  # (N, P, R) -> (N, R)
                      == np.arange(k)[None, None, :]).sum(axis=1) for name in atom.counted())
-            y = self.block(atom.other, "r", ("r",))
+            y = self.block(atom.other, "r", ("r",)) if atom.other else atom.value
             out = n == y if atom.kind == "cnt" else n <= y
             return np.broadcast_to(out, self.extents(ctx))
         x = self.block(atom.var, atom.idx, ctx)

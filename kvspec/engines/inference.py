@@ -551,12 +551,30 @@ def sample_states(system: Any, *, max_states: int = 30000, deadline: Any = None
     at most four pages), explored exhaustively when it fits ``max_states`` (and the
     ``deadline`` of the run, if any: a sample cut short is still a sample, since every
     candidate is checked for inductiveness afterwards)."""
+    schema, states, _ = sample_outcome(system, max_states=max_states, deadline=deadline)
+    return schema, states
+
+
+def sample_outcome(system: Any, *, max_states: int = 30000, deadline: Any = None
+                   ) -> tuple[Schema, list[State], dict[str, int] | None]:
+    """:func:`sample_states`, and the length of the shortest counterexample of every
+    property the small configuration violates when its breadth-first exploration
+    decided every property (it was exhaustive, or stopped once all were violated);
+    None when it did not."""
     from kvspec.engines.explicit import Limits, explore
     from kvspec.lang.system import compile_model
+    from kvspec.verdict import Status
 
     sizes = small_sizes(system)
     small = compile_model(system.loaded, sizes, [p.name for p in system.properties],
                           inflight_bound=system.inflight_bound)
     out = explore(small, symmetry=True, limits=Limits(max_states=max_states), keep_graph=True,
                   deadline=deadline)
-    return small.schema, out.states
+    shortest: dict[str, int] | None = None
+    if out.complete or out.stopped == "all-violated":
+        shortest = {v.prop: len(v.trace.steps) for v in out.verdicts
+                    if v.status is Status.VIOLATED and v.trace is not None}
+        if any(v.status not in (Status.HOLDS, Status.VIOLATED) or (
+                v.status is Status.VIOLATED and v.trace is None) for v in out.verdicts):
+            shortest = None
+    return small.schema, out.states, shortest

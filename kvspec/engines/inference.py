@@ -253,7 +253,7 @@ def int_atom(kind: str, v: VarInfo, idx: str | None, c: int) -> Atom:
 def count_atoms(schema: Schema) -> list[Atom]:
     """``count(var == r) == other[r]`` and ``<=`` for every page array ``var`` of request
     ids and every request-indexed integer array ``other`` of the model (chosen by their
-    types, not their names), and the same for the sum of the counts in two such arrays
+    types, not their names), ``==`` for the sum of the counts in two such arrays
     (``count(written == r) + count(inflight == r) == sent[r]``); ``count(var == r) <= 1``
     for every page array of the model. The monitors' page
     arrays take part only in sums with one of the model's: alone they mostly copy one."""
@@ -271,7 +271,6 @@ def count_atoms(schema: Schema) -> list[Atom]:
         for a, c in itertools.combinations(pages, 2):
             if "model" in (a.owner, c.owner):
                 out.append(Atom("cnt", a.name, "r", 0, b.name, plus=c.name))
-                out.append(Atom("cle", a.name, "r", 0, b.name, plus=c.name))
     return out
 
 
@@ -468,9 +467,10 @@ def _clauses(ctx: tuple[str, ...], lits: list[tuple[Literal, int]], full: int,
                 out.append(Template(ctx, pair))
     if max_literals < 3:
         return out
-    # a sum of counts is a strong atom: with two more literals it mostly makes clauses
-    # that are true on the sample by accident (and cost every selection time)
-    summed = [lit[0][0].plus != "" for lit in lits]
+    # a sum of counts, or a count against a constant, is a strong atom: with two more
+    # literals it mostly makes clauses true on the sample by accident (and costs every
+    # selection time)
+    summed = [a.counts and (a.plus != "" or not a.other) for (a, _), _ in lits]
     for i in range(n):
         if i in valid1 or summed[i]:
             continue

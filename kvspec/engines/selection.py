@@ -309,11 +309,11 @@ class Strengthener:
 def clause_size(t: Template) -> int:
     """How complex a candidate is; the selection picks the simplest first: fewer
     literals, fewer quantified ids. A count (a sum over every page) compared with a
-    variable costs as much as two more literals; a sum of two counts, or a count
-    compared with a constant, as four: they are picked only when nothing simpler
-    excludes a counterexample."""
+    variable costs as much as three more literals, a sum of two counts or a count
+    compared with a constant as five: they are picked only when nothing simpler
+    excludes a counterexample (and ``--engine all-sizes`` cannot generalise them)."""
     return (len(t.literals) * 4 + len(t.ctx)
-            + sum(8 + 8 * bool(a.plus or not a.other) for a, _ in t.literals if a.counts))
+            + sum(12 + 8 * bool(a.plus or not a.other) for a, _ in t.literals if a.counts))
 
 
 def _names(e: z3.ExprRef) -> set[str]:

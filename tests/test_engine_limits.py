@@ -324,7 +324,7 @@ def test_max_states_bounds_the_inference_sample(monkeypatch: pytest.MonkeyPatch)
         seen.append(kwargs["max_states"])
         raise Stop
 
-    monkeypatch.setattr(pdr_mod, "sample_states", spy)
+    monkeypatch.setattr(pdr_mod, "sample_outcome", spy)
     for cap, expected in ((50, 50), (None, 30000)):
         with pytest.raises(Stop):
             run_pdr(system_of("patched.py", SMALL), timeout=60, save_proof=False,

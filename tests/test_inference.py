@@ -45,6 +45,8 @@ def test_count_atoms_mean_the_same_in_numpy_and_in_z3(seed: int) -> None:
     table = StateTable(schema, states)
     atoms = count_atoms(schema)
     assert {a.kind for a in atoms} == {"cnt", "cle"}
+    assert any(a.plus for a in atoms)  # sums of two counts
+    assert any(not a.other for a in atoms)  # counts against a constant
     from kvspec.engines.inference import atom_term
     for atom in atoms:
         got = table.atom(atom, ("r",))

@@ -42,7 +42,12 @@ class Atom:
     Counting kinds (``idx == "r"``): ``var`` is a page array of request ids and
     ``other`` a request-indexed integer array; with ``n = #{p : var[p] == r}``,
     ``cnt`` is ``n == other[r]`` and ``cle`` is ``n <= other[r]``
-    (``count(owner == r) == need[r]``). They mention every slot of ``var``.
+    (``count(owner == r) == need[r]``). They mention every slot of ``var``. With
+    ``plus`` (a second page array of request ids) ``n`` is the sum of both counts
+    (``count(written == r) + count(inflight == r) == sent[r]``: every chunk sent has
+    landed or is still in flight). Without ``other``, ``cle`` compares with the
+    constant ``value`` (``count(reading == r) <= 1``: at most one page per request, a
+    relation between two pages that no clause over one page expresses).
 
     The constant of an integer ``eq``/``le`` atom in the upper half of the variable's
     range counts down from its upper bound (``top``; one in the lower half, or in
@@ -59,6 +64,7 @@ class Atom:
     value: int = 0
     other: str = ""  # veq/vle: the second variable; is: the quantified variable
     top: bool = False  # eq/le of an int: the constant is the range's upper bound - value
+    plus: str = ""  # counting kinds: a second page array whose count is added
 
     def constant(self, schema: Schema) -> int:
         """The atom's constant in ``schema`` (its sizes fix the variable's range)."""
@@ -75,11 +81,17 @@ class Atom:
     def counts(self) -> bool:
         return self.kind in COUNT_KINDS
 
+    def counted(self) -> tuple[str, ...]:
+        """The page arrays a counting atom counts in."""
+        return (self.var, self.plus) if self.plus else (self.var,)
+
     def slots(self, schema: Schema, binding: dict[str, int]) -> list[int]:
         if self.counts:
-            v = schema.by_name[self.var]
-            return [*range(v.offset, v.offset + v.length),
-                    _slot(schema.by_name[self.other], "r", binding)]
+            out = [i for name in self.counted() for v in (schema.by_name[name],)
+                   for i in range(v.offset, v.offset + v.length)]
+            if not self.other:
+                return out
+            return [*out, _slot(schema.by_name[self.other], "r", binding)]
         out = [_slot(schema.by_name[self.var], self.idx, binding)]
         if self.kind in ("veq", "vle"):
             out.append(_slot(schema.by_name[self.other], self.idx, binding))
@@ -90,7 +102,8 @@ class Atom:
         if self.counts:
             op = ("==" if positive else "!=") if self.kind == "cnt" else ("<=" if positive
                                                                           else ">")
-            return f"count({self.var} == r) {op} {self.other}[r]"
+            n = " + ".join(f"count({name} == r)" for name in self.counted())
+            return f"{n} {op} {self.other}[r]" if self.other else f"{n} {op} {self.value}"
         name = f"{self.var}[{_index_text(self.idx)}]" if self.idx else self.var
         if self.kind == "eq":
             if v.type.kind == "bool":
@@ -160,8 +173,10 @@ def atom_term(atom: Atom, schema: Schema, cur: list[z3.ExprRef], binding: dict[s
     v = schema.by_name[atom.var]
     if atom.counts:
         r = binding["r"]
-        n = z3.Sum([z3.If(cur[i] == r, 1, 0) for i in range(v.offset, v.offset + v.length)])
-        y = cur[_slot(schema.by_name[atom.other], "r", binding)]
+        n = z3.Sum([z3.If(cur[i] == r, 1, 0) for name in atom.counted()
+                    for u in (schema.by_name[name],) for i in range(u.offset, u.offset + u.length)])
+        y = (cur[_slot(schema.by_name[atom.other], "r", binding)] if atom.other
+             else z3.IntVal(atom.value))
         return n == y if atom.kind == "cnt" else n <= y  # type: ignore[return-value]
     x = cur[_slot(v, atom.idx, binding)]
     if atom.kind == "eq":
@@ -238,15 +253,24 @@ def int_atom(kind: str, v: VarInfo, idx: str | None, c: int) -> Atom:
 def count_atoms(schema: Schema) -> list[Atom]:
     """``count(var == r) == other[r]`` and ``<=`` for every page array ``var`` of request
     ids and every request-indexed integer array ``other`` of the model (chosen by their
-    types, not their names; the monitors' copies of the model's arrays are left out)."""
+    types, not their names), ``==`` for the sum of the counts in two such arrays
+    (``count(written == r) + count(inflight == r) == sent[r]``); ``count(var == r) <= 1``
+    for every page array of the model. The monitors' page
+    arrays take part only in sums with one of the model's: alone they mostly copy one."""
     out: list[Atom] = []
-    vs = [v for v in schema.vars if v.owner == "model"]
-    pages = [v for v in vs if v.dim == PAGE and v.type.kind == "ref" and v.type.ref_dim == REQUEST]
-    ints = [v for v in vs if v.dim == REQUEST and v.type.kind == "int"]
-    for a in pages:
-        for b in ints:
-            out.append(Atom("cnt", a.name, "r", 0, b.name))
-            out.append(Atom("cle", a.name, "r", 0, b.name))
+    model = [v for v in schema.vars if v.owner in ("model", "monitor")]
+    pages = [v for v in model if v.dim == PAGE and v.type.kind == "ref"
+             and v.type.ref_dim == REQUEST]
+    ints = [v for v in model if v.owner == "model" and v.dim == REQUEST and v.type.kind == "int"]
+    out.extend(Atom("cle", a.name, "r", 1) for a in pages if a.owner == "model")
+    for b in ints:
+        for a in pages:
+            if a.owner == "model":
+                out.append(Atom("cnt", a.name, "r", 0, b.name))
+                out.append(Atom("cle", a.name, "r", 0, b.name))
+        for a, c in itertools.combinations(pages, 2):
+            if "model" in (a.owner, c.owner):
+                out.append(Atom("cnt", a.name, "r", 0, b.name, plus=c.name))
     return out
 
 
@@ -293,10 +317,10 @@ class StateTable:
 
     def atom(self, atom: Atom, ctx: tuple[str, ...]) -> np.ndarray:
         if atom.counts:
-            pages = self.block(atom.var, "p", ("p",))  # (N, P)
             k = self.schema.counts[REQUEST]
-            n = (pages[:, :, None] == np.arange(k)[None, None, :]).sum(axis=1)  # (N, R)
-            y = self.block(atom.other, "r", ("r",))
+            n = sum((self.block(name, "p", ("p",))[:, :, None]  # (N, P, R) -> (N, R)
+                     == np.arange(k)[None, None, :]).sum(axis=1) for name in atom.counted())
+            y = self.block(atom.other, "r", ("r",)) if atom.other else atom.value
             out = n == y if atom.kind == "cnt" else n <= y
             return np.broadcast_to(out, self.extents(ctx))
         x = self.block(atom.var, atom.idx, ctx)
@@ -443,16 +467,20 @@ def _clauses(ctx: tuple[str, ...], lits: list[tuple[Literal, int]], full: int,
                 out.append(Template(ctx, pair))
     if max_literals < 3:
         return out
+    # a sum of counts, or a count against a constant, is a strong atom: with two more
+    # literals it mostly makes clauses true on the sample by accident (and costs every
+    # selection time)
+    summed = [a.counts and (a.plus != "" or not a.other) for (a, _), _ in lits]
     for i in range(n):
-        if i in valid1:
+        if i in valid1 or summed[i]:
             continue
         mi = lits[i][1]
         for j in range(i + 1, n):
-            if j in valid1 or (i, j) in pair_ok or lits[i][0][0] == lits[j][0][0]:
+            if j in valid1 or summed[j] or (i, j) in pair_ok or lits[i][0][0] == lits[j][0][0]:
                 continue
             mij = mi | lits[j][1]
             for k in range(j + 1, n):
-                if mij | lits[k][1] != full or k in valid1:
+                if mij | lits[k][1] != full or k in valid1 or summed[k]:
                     continue
                 if (i, k) in pair_ok or (j, k) in pair_ok:
                     continue
@@ -523,12 +551,30 @@ def sample_states(system: Any, *, max_states: int = 30000, deadline: Any = None
     at most four pages), explored exhaustively when it fits ``max_states`` (and the
     ``deadline`` of the run, if any: a sample cut short is still a sample, since every
     candidate is checked for inductiveness afterwards)."""
+    schema, states, _ = sample_outcome(system, max_states=max_states, deadline=deadline)
+    return schema, states
+
+
+def sample_outcome(system: Any, *, max_states: int = 30000, deadline: Any = None
+                   ) -> tuple[Schema, list[State], dict[str, int] | None]:
+    """:func:`sample_states`, and the length of the shortest counterexample of every
+    property the small configuration violates when its breadth-first exploration
+    decided every property (it was exhaustive, or stopped once all were violated);
+    None when it did not."""
     from kvspec.engines.explicit import Limits, explore
     from kvspec.lang.system import compile_model
+    from kvspec.verdict import Status
 
     sizes = small_sizes(system)
     small = compile_model(system.loaded, sizes, [p.name for p in system.properties],
                           inflight_bound=system.inflight_bound)
     out = explore(small, symmetry=True, limits=Limits(max_states=max_states), keep_graph=True,
                   deadline=deadline)
-    return small.schema, out.states
+    shortest: dict[str, int] | None = None
+    if out.complete or out.stopped == "all-violated":
+        shortest = {v.prop: len(v.trace.steps) for v in out.verdicts
+                    if v.status is Status.VIOLATED and v.trace is not None}
+        if any(v.status not in (Status.HOLDS, Status.VIOLATED) or (
+                v.status is Status.VIOLATED and v.trace is None) for v in out.verdicts):
+            shortest = None
+    return small.schema, out.states, shortest

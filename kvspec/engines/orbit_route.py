@@ -110,7 +110,7 @@ class OrbitProposals:
         for label in broken:
             t = self.origin.get(label)
             if t is not None:
-                related |= {x for a, _ in t.literals for x in (a.var, a.other) if x}
+                related |= {x for a, _ in t.literals for x in (a.var, a.other, a.plus) if x}
         new = propose(self.sample, schema, pre, related, self.known)
         if not new:
             return [], []

@@ -45,7 +45,7 @@ from kvspec.engines.inference import (
     StateTable,
     Template,
     enumerate_candidates,
-    sample_states,
+    sample_outcome,
     small_sizes,
 )
 from kvspec.engines.selection import (
@@ -114,6 +114,9 @@ class SmallSelection:
     notes: dict[str, Any]
     ok: bool = True
     needs: dict[str, list[int]] = field(default_factory=dict)  # goal -> clauses it needs
+    #: at the target size itself, when its exploration decided every property: the
+    #: violated properties and their shortest counterexamples' lengths (else None)
+    shortest: dict[str, int] | None = None
 
 
 def select_small(system: System, symmetric: tuple[bool, bool], deadline: Deadline,
@@ -124,8 +127,8 @@ def select_small(system: System, symmetric: tuple[bool, bool], deadline: Deadlin
     notes: dict[str, Any] = {}
     t0 = time.monotonic()
     try:
-        small_schema, states = sample_states(system, max_states=min(30000, max_states or 30000),
-                                             deadline=deadline)
+        small_schema, states, shortest = sample_outcome(
+            system, max_states=min(30000, max_states or 30000), deadline=deadline)
     except ModelError:
         return SmallSelection([], None, [], {}, {"sample": "the small configuration raises a "
                                                            "model error"}, ok=False)
@@ -142,7 +145,9 @@ def select_small(system: System, symmetric: tuple[bool, bool], deadline: Deadlin
     notes.update(sample_states=len(states), candidates=len(templates),
                  sample_seconds=round(time.monotonic() - t0, 2))
     out = SmallSelection(templates, sample, [], {}, notes)
-    if dict(small_schema.sizes) != dict(system.sizes):
+    if dict(small_schema.sizes) == dict(system.sizes):
+        out.shortest = shortest
+    else:
         small = compile_model(system.loaded, settable_sizes(system.loaded, small_schema.sizes),
                               [p.name for p in system.properties],
                               inflight_bound=system.inflight_bound)
@@ -191,6 +196,13 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
         return Inferred(None, None, small.templates, notes)
     templates = small.templates
     t2 = time.monotonic()
+    refuted = set(notes.get("violated_at_small_size", ()))
+    if names is None:
+        names = [p.name for p in system.properties]
+    # a property some state of the small size violates is, as a rule, violated here too:
+    # its goal would only make the selection chase counterexamples no clause excludes
+    # (BMC looks for its counterexample; Spacer decides it if there is none)
+    names = [n for n in names if n not in refuted]
     goals = goal_templates(system, templates, names)
     strengthener = Strengthener(ts, templates, goals, symmetric, deadline, seed=small.seed,
                                 support=small.support, sample=small.sample)
@@ -571,10 +583,20 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
                 ts = TransitionSystem(system, "bv", symmetric, deadline=deadline)
             # 2. shallow bugs: bounded model checking up to ``quick_depth``, each query
             # limited by work (QUICK_BMC_RLIMIT), not by seconds: the same on any machine
+            known = small.shortest if small is not None else None
             with time_limit(deadline, "bmc"):
                 search = Search(system, ts, deadline, "pdr", rlimit=QUICK_BMC_RLIMIT,
                                 progress=progress)
-                search.deepen(open_props, verdicts, max_depth=quick_depth)
+                if known is not None and all(p.name in known for p in open_props):
+                    # the exploration of this very size found them all: BMC needs only
+                    # rebuild shortest counterexamples, from the first depth with one
+                    search.unroller.rlimit = 0
+                    search.deepen(open_props, verdicts, covered=min(known.values()) - 1,
+                                  max_depth=max(known[p.name] for p in open_props))
+                else:
+                    search.deepen(open_props, verdicts, max_depth=quick_depth,
+                                  covered=-1 if known is None else min(
+                                      known.values(), default=quick_depth + 1) - 1)
                 search.unroller.rlimit = 0  # the deeper BMC of step 3 runs without a limit
                 depth = search.depth
             extra["quick_bmc_depth"] = search.depth

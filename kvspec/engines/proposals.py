@@ -82,18 +82,36 @@ def _false_literals(atoms: list[Atom], masks: list[int], full: int, row: np.ndar
 
 def _covering(lits: list[tuple[Literal, int]], full: int, max_literals: int
               ) -> list[tuple[Literal, ...]]:
-    """Sets of literals (distinct atoms) whose masks cover every sampled state."""
-    out: list[tuple[Literal, ...]] = []
+    """Sets of literals (distinct atoms) whose masks cover every sampled state, of the
+    smallest size that has any, in lexicographic order of their indices. A depth-first
+    search that stops extending a set when the literals after it cannot cover what it
+    misses."""
+    atom_ids: dict[object, int] = {}
+    ids = [atom_ids.setdefault(lit[0][0], len(atom_ids)) for lit in lits]
+    masks = [m for _, m in lits]
+    after = [0] * (len(lits) + 1)  # the union of the masks from index i on
+    for i in range(len(lits) - 1, -1, -1):
+        after[i] = after[i + 1] | masks[i]
     for n in range(2, max_literals + 1):
-        for combo in itertools.combinations(range(len(lits)), n):
-            atoms = {lits[i][0][0] for i in combo}
-            if len(atoms) < n:
-                continue
-            m = 0
-            for i in combo:
-                m |= lits[i][1]
-            if m == full:
-                out.append(tuple(lits[i][0] for i in combo))
-        if out:
-            return out  # the smallest size that works
-    return out
+        found: list[tuple[int, ...]] = []
+        _extend((), 0, 0, n, full, masks, ids, after, found)
+        if found:
+            return [tuple(lits[i][0] for i in combo) for combo in found]
+    return []
+
+
+def _extend(head: tuple[int, ...], m: int, start: int, n: int, full: int, masks: list[int],
+            ids: list[int], after: list[int], found: list[tuple[int, ...]]) -> None:
+    left = n - len(head)
+    used = {ids[i] for i in head}
+    for j in range(start, len(masks) - left + 1):
+        if (m | after[j]) != full:
+            return  # nothing from j on completes the set
+        if ids[j] in used:
+            continue
+        mj = m | masks[j]
+        if left == 1:
+            if mj == full:
+                found.append((*head, j))
+        elif mj != full:  # a set covering early is found at its own, smaller size
+            _extend((*head, j), mj, j + 1, n, full, masks, ids, after, found)

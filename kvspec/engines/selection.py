@@ -13,7 +13,7 @@ from typing import Any
 import z3
 
 from kvspec.engines.inference import Atom, StateTable, Template, TemplateEvaluator
-from kvspec.engines.transition import check_sat
+from kvspec.engines.transition import check_sat, mk_and, mk_or
 from kvspec.lang.schema import Schema, State
 from kvspec.proofs.orbits import representatives as representative_instances
 
@@ -99,10 +99,7 @@ class Strengthener:
         self._n = 0
         self._dead = 0
         self.queries = 0
-        # simplest first: fewer literals, fewer quantified ids; a count (a sum over every
-        # page) costs as much as two more literals, so it is picked only when needed
-        self.size = [len(t.literals) * 4 + len(t.ctx) + 8 * sum(a.counts for a, _ in t.literals)
-                     for t in templates]
+        self.size = [clause_size(t) for t in templates]
         slot_of = {name: i for i, name in enumerate(ts.labels)}
         self.sample = sample  # the sampled states: proposals must hold on them
         self.proposed = 0
@@ -156,7 +153,9 @@ class Strengthener:
             raise InferenceTimeout()
         return res
 
-    def _posts(self, j: int) -> list[z3.BoolRef]:
+    def _broken_posts(self, j: int) -> list[z3.BoolRef]:
+        """Per chosen clause instance that action instance ``j`` may change: its negation
+        after the step (cached: the selection asks again after every counterexample)."""
         written = set(self.ts.steps[j].updates)
         out = []
         for k in self.chosen:
@@ -165,7 +164,7 @@ class Strengthener:
                     key = (j, k, n)
                     post = self._post.get(key)
                     if post is None:
-                        post = self.ts.post(j, term)
+                        post = z3.Not(self.ts.post(j, term))
                         self._post[key] = post
                     out.append(post)
         return out
@@ -240,11 +239,11 @@ class Strengthener:
         if errors_goal and not z3.is_false(errs) and self._check(errs) == z3.sat:
             return self._state(), None
         for j in self.reps:
-            posts = self._posts(j)
-            if not posts:
+            broken = self._broken_posts(j)
+            if not broken:
                 continue
             step = ts.steps[j]
-            goal = z3.And(step.enabled, z3.Not(step.error), z3.Or(*[z3.Not(p) for p in posts]))
+            goal = mk_and([step.enabled, z3.Not(step.error), mk_or(broken)])
             if self._check(goal) == z3.sat:
                 pre = self._state()
                 res = self.system.step(pre, self.system.instances[j])
@@ -281,14 +280,13 @@ class Strengthener:
         for k in broken:
             if k < len(self.templates):
                 for a, _ in self.templates[k].literals:
-                    related |= {a.var, a.other}
+                    related |= {a.var, a.other, a.plus}
         new = propose(self.sample, self.schema, pre, related, set(self.templates))
         if not new:
             return None
         first = len(self.templates)
         self.templates.extend(new)
-        self.size.extend(len(t.literals) * 4 + len(t.ctx)
-                         + 8 * sum(a.counts for a, _ in t.literals) for t in new)
+        self.size.extend(clause_size(t) for t in new)
         self.evaluator = TemplateEvaluator(self.schema, self.templates)
         self.proposed += len(new)
         false_on = self.evaluator.failing([pre], range(first, len(self.templates)))
@@ -306,6 +304,16 @@ class Strengthener:
         t = self.templates[k]
         insts = [t.instance(self.schema, self.ts.int_cur, b) for b in t.bindings(self.schema)]
         return (z3.And(*insts) if len(insts) > 1 else insts[0]), t.render(self.schema)
+
+
+def clause_size(t: Template) -> int:
+    """How complex a candidate is; the selection picks the simplest first: fewer
+    literals, fewer quantified ids. A count (a sum over every page) compared with a
+    variable costs as much as three more literals, a sum of two counts or a count
+    compared with a constant as five: they are picked only when nothing simpler
+    excludes a counterexample (and ``--engine all-sizes`` cannot generalise them)."""
+    return (len(t.literals) * 4 + len(t.ctx)
+            + sum(12 + 8 * bool(a.plus or not a.other) for a, _ in t.literals if a.counts))
 
 
 def _names(e: z3.ExprRef) -> set[str]:

@@ -336,3 +336,24 @@ def test_a_size_decided_at_compile_time_is_never_read_for_every_value(
         assert v.method != "all sizes", v.headline()
         assert "threshold.py:22" in v.detail and "decided at compile time" in v.detail
     assert _explicit(path, larger)["no-decode-after-rejection"] is Status.VIOLATED
+
+
+@pytest.mark.parametrize("cls, sizes", [("LeaseValidated", {"requests": 3, "pages": 4}),
+                                        ("SlotHeldUntilDrained", {"requests": 3, "pages": 3})])
+def test_at_most_one_page_per_request_lifts_to_every_size(
+        tmp_path: Path, cls: str, sizes: dict[str, int]) -> None:
+    """`count(reading == r) <= 1` of a size-specific invariant (a relation between two
+    pages) becomes `for all distinct p, q: not (reading[p] == r and reading[q] == r)`."""
+    from conftest import system_of
+
+    file = "source_free.py" if cls == "LeaseValidated" else "aux_slot.py"
+    res = run(system_of(file, model_class=cls), "all-sizes", proofs_dir=tmp_path,
+              coverage=False, save_proof=True)
+    assert all(v.method == "all sizes" for v in res.verdicts), [v.headline()
+                                                                for v in res.verdicts]
+    (cert,) = tmp_path.glob("*=all*.json")
+    bigger = system_of(file, sizes, model_class=cls)
+    check = check_certificate(cert, bigger)
+    assert check.ok, check.problems
+    explicit = run(bigger, "explicit", coverage=False)
+    assert all(v.status is Status.HOLDS for v in explicit.verdicts)

@@ -67,10 +67,12 @@ def slot_map(system: System) -> dict[str, tuple[VarInfo, tuple[tuple[str, int], 
 
 class _Lifter:
     def __init__(self, sorts: Sorts, symbols: dict[str, Any],
-                 slots: dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]]) -> None:
+                 slots: dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]],
+                 counts: dict[str, int] | None = None) -> None:
         self.sorts = sorts
         self.symbols = symbols
         self.slots = slots
+        self.counts = counts or {}
         self.ids: dict[tuple[str, int], z3.ExprRef] = {}
         self.order: list[tuple[str, int]] = []
 
@@ -100,6 +102,9 @@ class _Lifter:
             return t
         if not z3.is_app(t):
             raise NotLiftable(f"unsupported term {t}")
+        counted = self.at_most(t)
+        if counted is not None:
+            return counted
         d = t.decl()
         kind = d.kind()
         if kind == z3.Z3_OP_UNINTERPRETED and t.num_args() == 0:
@@ -145,6 +150,67 @@ class _Lifter:
             raise NotLiftable(f"cannot lift {_short(t)}: {exc}") from None
 
 
+    def at_most(self, t: z3.ExprRef) -> z3.BoolRef | None:
+        """``count(φ) <= 0`` or ``<= 1`` over every id of one space — a sum of
+        ``ite(φ(i), 1, 0)`` over all of them compared with a numeral — as the quantified
+        ``for all y: not φ(y)`` / ``for all distinct y1, y2: not (φ(y1) and φ(y2))``
+        (None: not such a count)."""
+        ops = {z3.Z3_OP_LE: "<=", z3.Z3_OP_GE: ">=", z3.Z3_OP_LT: "<", z3.Z3_OP_GT: ">",
+               z3.Z3_OP_EQ: "=="}
+        kind = t.decl().kind()
+        if kind not in ops or t.num_args() != 2:
+            return None
+        a, b = t.arg(0), t.arg(1)
+        op = ops[kind]
+        if z3.is_int_value(a) and not z3.is_int_value(b):
+            a, b = b, a
+            op = {"<=": ">=", ">=": "<=", "<": ">", ">": "<", "==": "=="}[op]
+        if not z3.is_int_value(b):
+            return None
+        addends = list(a.children()) if z3.is_add(a) else [a]
+        if not all(z3.is_app_of(x, z3.Z3_OP_ITE) and z3.is_int_value(x.arg(1))
+                   and x.arg(1).as_long() == 1 and z3.is_int_value(x.arg(2))
+                   and x.arg(2).as_long() == 0 for x in addends):
+            return None
+        k = b.as_long() - (1 if op == "<" else 0)
+        if op not in ("<=", "<", "==") or k not in (0, 1) or (op == "==" and k != 0):
+            raise NotLiftable("a count of ids other than 'at most none' or 'at most one'")
+        conds = [x.arg(0) for x in addends]
+        ids = [self._slot_ids(c) for c in conds]
+        common = set.intersection(*ids)
+        own = [i - common for i in ids]
+        if not all(len(o) == 1 for o in own):
+            raise NotLiftable("a count whose terms do not each name one id of their own")
+        keys = [next(iter(o)) for o in own]
+        dim = keys[0][0]
+        if any(d != dim for d, _ in keys) or sorted(n for _, n in keys) != \
+                list(range(self.counts.get(dim, -1))):
+            raise NotLiftable("a count that is not over every id of one space")
+        ys = [z3.Const(f"{dim[0]}c{j}", self.sorts.sort[dim]) for j in range(k + 1)]
+        lifted = []
+        for (d, n), c in zip(keys, conds):
+            self.ids[(d, n)] = ys[0]
+            try:
+                lifted.append(self.lift(c))
+            finally:
+                del self.ids[(d, n)]
+        if len({x.sexpr() for x in lifted}) != 1:
+            raise NotLiftable("a count whose terms are not one condition on each id")
+        phi = lifted[0]
+        pre = [self.sorts.real(y) for y in ys] + ([z3.Distinct(*ys)] if k else [])
+        body = z3.Not(phi) if k == 0 else z3.Not(z3.And(phi, z3.substitute(phi, (ys[0], ys[1]))))
+        return z3.ForAll(ys, z3.Implies(z3.And(*pre), body))
+
+    def _slot_ids(self, t: z3.ExprRef) -> set[tuple[str, int]]:
+        """The ids named by the state slots ``t`` reads."""
+        from kvspec.proofs.clauses import term_constants
+
+        known = {name: "Bool" if v.type.kind == "bool" else "Int"
+                 for name, (v, _) in self.slots.items()}
+        names, _ = term_constants(t, known)
+        return {i for n in names for i in self.slots[n][1]}
+
+
 def _short(t: z3.ExprRef, limit: int = 80) -> str:
     text = " ".join(t.sexpr().split())
     return text if len(text) <= limit else text[:limit] + " …"
@@ -178,7 +244,7 @@ def generalise(system: System, sorts: Sorts, symbols: dict[str, Any],
         try:
             lifted = []
             for piece in pieces(formula):
-                lifter = _Lifter(sorts, symbols, slots)
+                lifter = _Lifter(sorts, symbols, slots, counts)
                 body = lifter.lift(piece)
                 if not z3.is_bool(body):
                     raise NotLiftable("not a Boolean clause")

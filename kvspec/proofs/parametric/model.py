@@ -204,7 +204,7 @@ def _check_size_constants(system: System, params: frozenset[str]) -> None:
     for file, c in system.sized_constants:
         symbolic = c.size in (REQUEST, PAGE) or (c.param is not None and c.param in params)
         if symbolic and id(c) not in present:
-            what = f"len() of the {c.size}s" if c.size is not None else f"the size {c.param!r}"
+            what = "len() of an id space" if c.size is not None else f"the size {c.param!r}"
             raise Unsupported(f"{file}:{c.line}", f"{what} where its value is decided at "
                                                   "compile time (a constant that differs "
                                                   "with the sizes)")

@@ -12,15 +12,14 @@ from pathlib import Path
 import pytest
 
 from kvspec.lang.errors import ModelError
-from kvspec.lang.loader import load_model
-from kvspec.lang.system import System, compile_model
+from kvspec.lang.system import compile_model
 from kvspec.proofs.certificate import check_certificate
 from kvspec.proofs.parametric.induction import check_invariant
 from kvspec.proofs.parametric.model import parametric_model
 from kvspec.runner import run
 from kvspec.verdict import Status
 from conftest import certificate_system
-from test_all_sizes import PARAM_THRESHOLD, SIZED_TYPE, _lockstep
+from test_all_sizes import PARAM_THRESHOLD, SIZED_TYPE, _lockstep, _system, _write
 
 ROOT = Path(__file__).resolve().parent.parent
 LOWEST_FREE = ROOT / "models" / "lowest_free.py"
@@ -128,16 +127,6 @@ class SameName(Model):
     def copy(s):
         s.y = s.x
 '''
-
-
-def _write(tmp_path: Path, name: str, source: str) -> Path:
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    return path
-
-
-def _system(path: Path, sizes: dict[str, int] | None = None) -> System:
-    return compile_model(load_model(path), sizes)
 
 
 def _all_sizes(path: Path, tmp_path: Path, **kw: object) -> dict[str, object]:

@@ -103,8 +103,6 @@ class Scope:
     events: dict[str, bool]  # event kind -> takes a page
     properties: set[str]  # names `violate` may use (monitors)
     breaks: dict[str, list[str]] = field(default_factory=dict)
-    #: ``file:line`` of every ``len()`` of an id space (a constant that differs by size)
-    size_reads: list[str] = field(default_factory=list)
     #: (file, constant) of every read of a size — ``len()`` of a space, a size
     #: parameter — as the compiler first made it (it may fold it away afterwards)
     sized: list[tuple[str, ir.Const]] = field(default_factory=list)

@@ -226,7 +226,6 @@ def _builtin(b: ExprBuilder, fn: Any, node: ast.Call) -> ir.Expr:
             dim, n = v.ty.dim, _length(b, v.ty.dim)
         else:
             raise b.err(node, "len() applies to s.requests, s.pages, a state array or a mask")
-        b.scope.size_reads.append(f"{b.file}:{node.lineno}")
         const = ir.Const(n, ty=ir.IntT(n, n), line=node.lineno, size=dim)
         b.scope.sized.append((b.file, const))
         return const

@@ -156,11 +156,6 @@ class System:
         """(file, constant) of every read of a size as the compiler made it."""
         return self.scope.sized if self.scope is not None else []
 
-    @property
-    def size_reads(self) -> list[str]:
-        """``file:line`` of every ``len()`` of an id space in the model's code."""
-        return self.scope.size_reads if self.scope is not None else []
-
     # -- concrete ------------------------------------------------------------------
     @property
     def machine(self) -> Machine:

@@ -63,8 +63,6 @@ class Frame:
     env: dict[str, Any] = field(default_factory=dict)
     result: Any = None
     g: z3.BoolRef = TRUE
-    #: locals last assigned in a loop over ids: their any-value reading after it
-    loose: dict[str, tuple[str, z3.ExprRef]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.conds = [self.entry]
@@ -427,15 +425,12 @@ class ParamExec:
         f.refresh()
         f.g = saved_g
         for name in list(f.env):
-            value = f.env[name]
             if name in par.carried:
                 # after the loop: the value of some iteration, or the one before it
-                f.env[name] = self.fresh(value.sort(), name)
+                f.env[name] = self.fresh(f.env[name].sort(), name)
             elif name not in before:
-                del f.env[name]  # iteration-local names end with the loop
-                if name in assigned and name != st.var and isinstance(value, z3.ExprRef):
-                    # read after the loop only where the model assigned it before too
-                    f.loose[name] = (where, self.fresh(value.sort(), name))
+                del f.env[name]  # iteration-local names end with the loop (the language
+                # rejects reading one after it: it may never have been assigned)
 
     def store(self, st: ir.Store, fn: ir.Function, where: str) -> None:
         var = st.var
@@ -639,11 +634,6 @@ class ParamExec:
                     raise Unsupported(where, f"the vector {e.ty.var}")
                 return self.whole(var, where)
             if e.name not in f.env:
-                if e.name in f.loose:
-                    at, value = f.loose[e.name]
-                    self.approximate(at, f"{e.name!r} after the loop over ids: read as any "
-                                         "value")
-                    return value
                 raise Unsupported(where, f"{e.name!r} is used after the loop over ids that "
                                          "assigns it")
             return f.env[e.name]

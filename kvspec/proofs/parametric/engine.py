@@ -36,7 +36,7 @@ from kvspec.proofs.parametric.induction import QUERY_TIMEOUT_S, InductionResult,
 from kvspec.proofs.parametric.model import ParamModel, id_size_names, parametric_model, \
     symbolic_params
 from kvspec.proofs.clauses import CertificateError
-from kvspec.proofs.parametric.smtlib import check_term, parse, to_smtlib2
+from kvspec.proofs.parametric.smtlib import check_term, model_decls, parse, to_smtlib2
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
 
 ProgressFn = Callable[[int, int, float, str], None]
@@ -141,9 +141,7 @@ def property_clauses(model: ParamModel) -> list[QClause]:
     """Each property's own statement as a candidate (a model invariant is often
     inductive by itself, and a size-specific invariant states it per id, which does not
     always lift), where it is a formula over the state alone."""
-    known = {str(n) for n in model.sorts.nil.values()} | set(model.symbols)
-    if model.sizes is not None:
-        known |= set(model.sizes.terms)
+    known = set(model_decls(model))
     sorts = {str(s) for s in model.sorts.sort.values()}
     out = []
     for k, (name, bad) in enumerate(model.bad.items(), 1):

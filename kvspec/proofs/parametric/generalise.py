@@ -65,14 +65,23 @@ def slot_map(system: System) -> dict[str, tuple[VarInfo, tuple[tuple[str, int], 
     return out
 
 
+def slot_sorts(slots: dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]]
+               ) -> dict[str, str]:
+    """Slot name -> its sort in the size-specific (integer) encoding."""
+    return {name: "Bool" if v.type.kind == "bool" else "Int" for name, (v, _) in slots.items()}
+
+
 class _Lifter:
     def __init__(self, sorts: Sorts, symbols: dict[str, Any],
                  slots: dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]],
-                 counts: dict[str, int] | None = None) -> None:
+                 counts: dict[str, int] | None = None,
+                 known: dict[str, str] | None = None) -> None:
         self.sorts = sorts
         self.symbols = symbols
         self.slots = slots
         self.counts = counts or {}
+        #: slot name -> its sort in the size-specific encoding (for term_constants)
+        self.known = known if known is not None else slot_sorts(slots)
         self.ids: dict[tuple[str, int], z3.ExprRef] = {}
         self.order: list[tuple[str, int]] = []
 
@@ -205,9 +214,7 @@ class _Lifter:
         """The ids named by the state slots ``t`` reads."""
         from kvspec.proofs.clauses import term_constants
 
-        known = {name: "Bool" if v.type.kind == "bool" else "Int"
-                 for name, (v, _) in self.slots.items()}
-        names, _ = term_constants(t, known)
+        names, _ = term_constants(t, self.known)
         return {i for n in names for i in self.slots[n][1]}
 
 
@@ -236,6 +243,7 @@ def generalise(system: System, sorts: Sorts, symbols: dict[str, Any],
                clauses: list[tuple[z3.BoolRef, str]]) -> Generalised:
     """Lift the size-specific ``(formula, label)`` clauses (module docstring)."""
     slots = slot_map(system)
+    known = slot_sorts(slots)
     counts = system.schema.counts
     groups: dict[str, tuple[z3.BoolRef, str, set[tuple[int, ...]], dict[str, int]]] = {}
     order: list[str] = []
@@ -244,7 +252,7 @@ def generalise(system: System, sorts: Sorts, symbols: dict[str, Any],
         try:
             lifted = []
             for piece in pieces(formula):
-                lifter = _Lifter(sorts, symbols, slots, counts)
+                lifter = _Lifter(sorts, symbols, slots, counts, known)
                 body = lifter.lift(piece)
                 if not z3.is_bool(body):
                     raise NotLiftable("not a Boolean clause")

@@ -32,8 +32,8 @@ from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.schema import VarInfo
 from kvspec.lang.system import Property, System
 from kvspec.lang.check_stmt import CARRIES_LOCAL, STOPS_EARLY
-from kvspec.lang.types import PAGE, REQUEST, Int
-from kvspec.proofs.parametric.bounds import Approximation, SizeSymbols
+from kvspec.lang.types import PAGE, REQUEST
+from kvspec.proofs.parametric.bounds import ID_SPACES, Approximation, SizeSymbols
 from kvspec.proofs.parametric.encode import ParamExec, Step
 from kvspec.proofs.parametric.values import Sorts, Unsupported, View, var_dims
 
@@ -202,7 +202,7 @@ def _check_size_constants(system: System, params: frozenset[str]) -> None:
     rejected with its line."""
     present = {id(e) for e, _ in _expressions(system)}
     for file, c in system.sized_constants:
-        symbolic = c.size in (REQUEST, PAGE) or (c.param is not None and c.param in params)
+        symbolic = c.size in ID_SPACES or (c.param is not None and c.param in params)
         if symbolic and id(c) not in present:
             what = "len() of an id space" if c.size is not None else f"the size {c.param!r}"
             raise Unsupported(f"{file}:{c.line}", f"{what} where its value is decided at "

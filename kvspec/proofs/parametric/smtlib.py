@@ -93,12 +93,7 @@ def parse(text: str, model: ParamModel, labels: list[str] | None = None) -> list
         raise CertificateError(f"the readable form lists {len(labels)} clauses but the SMT-LIB2 "
                                f"text asserts {len(asserts)}; they must correspond one to one")
     sorts = {str(s): s for s in model.sorts.sort.values()}
-    decls: dict[str, Any] = {str(n): n.decl() for n in model.sorts.nil.values()}
-    for v in model.vars:
-        sym = model.symbols[v.name]
-        decls[v.name] = sym.decl() if isinstance(sym, z3.ExprRef) else sym
-    for term in _size_symbols(model):
-        decls[str(term)] = term.decl()
+    decls = model_decls(model)
     known = set(decls)
     out: list[QClause] = []
     for k, command in enumerate(asserts, 1):
@@ -112,6 +107,18 @@ def parse(text: str, model: ParamModel, labels: list[str] | None = None) -> list
         check_term(parsed[0], known, set(sorts), k)
         out.append(QClause(parsed[0], labels[k - 1] if labels else f"clause {k}"))
     return out
+
+
+def model_decls(model: ParamModel) -> dict[str, Any]:
+    """Name -> declaration of every symbol an invariant of ``model`` may use: the
+    ``None`` elements, the state variables and the size symbols."""
+    decls: dict[str, Any] = {str(n): n.decl() for n in model.sorts.nil.values()}
+    for v in model.vars:
+        sym = model.symbols[v.name]
+        decls[v.name] = sym.decl() if isinstance(sym, z3.ExprRef) else sym
+    for term in _size_symbols(model):
+        decls[str(term)] = term.decl()
+    return decls
 
 
 def check_term(f: z3.ExprRef, known: set[str], sorts: set[str], k: int) -> None:

@@ -32,6 +32,7 @@ import z3
 
 from kvspec.lang.errors import ModelError
 from kvspec.lang.schema import State
+from kvspec.lang.symmetry import analyse_symmetry
 from kvspec.lang.symvalues import domain_constraint
 from kvspec.lang.system import ActionInstance, System
 from kvspec.lang.types import PAGE, REQUEST
@@ -47,6 +48,8 @@ DEFAULT_MAX_STATES = 200_000
 RUNNER_MAX_STATES = 20_000
 #: and at most this many seconds: coverage is information, it must not outlast a proof
 RUNNER_MAX_SECONDS = 15.0
+#: with a budget, the most seconds the search after walks that saw everything gets
+SEARCH_AFTER_WALKS_S = 2.0
 #: Z3 resource limit of one vacuity query (work, not seconds: the same answer on any machine)
 VACUITY_RLIMIT = 5_000_000
 
@@ -164,23 +167,73 @@ def coverage_of(system: System, *, max_states: int | None = DEFAULT_MAX_STATES,
                 timeout: float | None = None) -> Coverage:
     """Coverage by a breadth-first exploration up to ``max_states`` states and
     ``timeout`` seconds (None: no limit); ``complete`` is False when a budget (or a
-    model error on the way) stopped it.
+    model error on the way) stopped it. An incomplete coverage counts ``states`` as the
+    states of the searches plus the steps of the walks.
 
-    First with symmetry reduction (the explicit engine records coverage per orbit,
-    exact for "never fires"), which covers far larger models within the budget; if
-    that search ends early (e.g. once every property is violated), a plain
-    exploration without reduction that ignores the properties."""
+    First random walks from the initial state (:func:`_walks`, a quarter of the
+    budget at most): a breadth-first search at a large size may never get past the
+    first steps, a walk reaches the last action in tens of steps. Then a search with
+    symmetry reduction (the explicit engine records coverage per orbit, exact for
+    "never fires"), with a quarter of the budget (``SEARCH_AFTER_WALKS_S`` at most)
+    when the walks saw every action and watched event, else all that is left; if that search ends early (once every
+    property is violated), a plain exploration without reduction that ignores the
+    properties. A complete search's coverage is the answer; otherwise what any stage
+    saw."""
     start = time.monotonic()
     from kvspec.engines.explicit import Limits, explore
+
+    def left(part: int = 1) -> float | None:
+        if timeout is None:
+            return None
+        return max(timeout - (time.monotonic() - start), 0.001) / part
+
+    rec = CoverageRecorder(system)
+    walked = _walks(system, rec, left(4), min(WALK_STEPS, max_states or WALK_STEPS))
+    # an instance a walk fires fires in a reachable state, so does every symmetric image
+    sym = analyse_symmetry(system)
+    orbits = (sym.requests and system.schema.requests > 1, sym.pages and system.schema.pages > 1)
+    out = rec.result(complete=False, states=walked, symmetry=orbits, vacuity=False)
+    # what a search adds when the walks saw every action and event: that nothing else
+    # fires (when it completes) and the instance counts; worth a little of the budget
+    budget = left()
+    if budget is not None and not out.dead_actions and not out.unseen_events:
+        budget = min(budget / 4, SEARCH_AFTER_WALKS_S)
     try:
-        reduced = explore(system, symmetry=True, limits=Limits(max_states, timeout))
+        reduced = explore(system, symmetry=True, limits=Limits(max_states, budget))
     except ModelError:
         reduced = None
-    if reduced is not None and reduced.coverage is not None and reduced.coverage.complete:
-        return reduced.coverage
-    if timeout is not None:
-        timeout = max(timeout - (time.monotonic() - start), 0.001)
-        start = time.monotonic()
+    if reduced is not None and reduced.coverage is not None:
+        if reduced.coverage.complete:
+            return reduced.coverage
+        out = _merged(reduced.coverage, out)
+    if reduced is None or reduced.stopped == "all-violated":
+        # it stopped before its budget: the states a plain search sees are new
+        plain = _breadth_first(system, max_states, left())
+        if plain.complete:
+            return plain
+        out = _merged(plain, out)
+    return out
+
+
+def _merged(a: Coverage, b: Coverage) -> Coverage:
+    """What either of two incomplete explorations saw (counts added)."""
+    def add(x: dict[str, int], y: dict[str, int]) -> dict[str, int]:
+        return {k: x.get(k, 0) + y.get(k, 0) for k in dict.fromkeys([*x, *y])}
+
+    unseen = {}
+    for prop, kinds in a.unseen_events.items():
+        missing = [k for k in kinds if k in b.unseen_events.get(prop, ())]
+        if missing:
+            unseen[prop] = missing
+    return Coverage(False, add(a.actions, b.actions), add(a.instances, b.instances),
+                    dict(sorted(add(a.events, b.events).items())), unseen,
+                    a.vacuous_invariants or b.vacuous_invariants, a.states + b.states,
+                    a.symmetry or b.symmetry)
+
+
+def _breadth_first(system: System, max_states: int | None, timeout: float | None) -> Coverage:
+    """A plain breadth-first exploration (no symmetry reduction, properties ignored)."""
+    start = time.monotonic()
     rec = CoverageRecorder(system)
     index: set[State] = {system.initial}
     frontier: list[State] = [system.initial]
@@ -217,3 +270,65 @@ def coverage_of(system: System, *, max_states: int | None = DEFAULT_MAX_STATES,
     except ModelError:  # a reachable model error is the engines' finding, not coverage's
         complete = False
     return rec.result(complete=complete, states=len(index))
+
+
+#: the longest random walk :func:`_walks` takes before it starts again from the start
+WALK_LENGTH = 200
+#: and the most steps of all its walks together
+WALK_STEPS = 20_000
+
+
+def _walks(system: System, rec: CoverageRecorder, timeout: float | None,
+           max_states: int | None, seed: int = 0) -> int:
+    """Random walks from the initial state, recorded in ``rec``, until every action
+    fired and every watched event was emitted, or ``timeout`` seconds or
+    ``max_states`` steps; the steps taken. Each step picks a random action among
+    those with an enabled instance, then a random enabled instance of it (rare
+    actions are not drowned by ones with many instances)."""
+    import random
+
+    rng = random.Random(seed)
+    start = time.monotonic()
+    batches = system.batches()
+    step = system.machine.step
+    guard_ok = system.machine.guard
+    watched = {k for p in system.properties if p.kind == "monitor"
+               for k in (LIBRARY_ALL[p.name].events if p.name in LIBRARY_ALL else ())}
+    unseen_actions = {a.name for a in system.actions}
+    taken = 0
+
+    def everything_seen() -> bool:
+        return not unseen_actions and all(rec.events.get(k) for k in watched)
+
+    try:
+        with system.machine.session():
+            while not everything_seen():
+                s = system.initial
+                for _ in range(WALK_LENGTH):
+                    if (timeout is not None and time.monotonic() - start >= timeout) or \
+                            (max_states is not None and taken >= max_states):
+                        return taken
+                    order = list(range(len(batches)))
+                    rng.shuffle(order)
+                    moved = None
+                    for b in order:
+                        guard, groups = batches[b]
+                        insts = [i for gkey, group in groups
+                                 if guard is None or guard_ok(s, guard, gkey) for i in group]
+                        rng.shuffle(insts)
+                        for inst in insts:
+                            out = step(s, inst.action.fast or inst.action.fn, inst.args)
+                            if out is not None:
+                                moved = (inst, out)
+                                break
+                        if moved is not None:
+                            break
+                    if moved is None:
+                        break  # no action enabled: start again
+                    inst, (s, events, _violations) = moved
+                    rec.fired(inst.index, events)
+                    unseen_actions.discard(inst.action.name)
+                    taken += 1
+    except ModelError:  # a reachable model error is the engines' finding, not coverage's
+        pass
+    return taken

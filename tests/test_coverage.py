@@ -170,3 +170,42 @@ def test_the_report_keeps_the_coverage_of_the_larger_exploration(
     result = run(system_of("patched.py"), "explicit", max_states=5)
     assert result.coverage is not None and not result.coverage.complete
     assert result.coverage.states >= 200
+
+
+def test_walks_reach_every_action_where_a_search_gets_nowhere() -> None:
+    """At requests=8, pages=64 a breadth-first search expands a handful of states in its
+    budget; the random walks still see every action and watched event fire, so a proof
+    at that size is not followed by warnings about actions that merely were not
+    reached."""
+    system = system_of("patched.py", {"requests": 8, "pages": 64})
+    cov = coverage_of(system, max_states=20_000, timeout=4.0)
+    assert not cov.complete
+    assert cov.dead_actions == [] and cov.unseen_events == {}
+
+
+def test_walks_do_not_make_a_dead_action_fire(dead_abort: Path) -> None:
+    """What a walk records fired in a reachable state: 2,000 steps of walks see every
+    live action and never the dead one."""
+    from kvspec.coverage import CoverageRecorder, _walks
+
+    system = compile_model(load_model(dead_abort))
+    rec = CoverageRecorder(system)
+    steps = _walks(system, rec, timeout=None, max_states=2_000)
+    cov = rec.result(complete=False, states=steps)
+    assert steps == 2_000
+    assert cov.dead_actions == ["abort"]
+
+
+def test_a_search_stops_at_its_deadline_within_one_state() -> None:
+    """Expanding one state at a large size takes seconds under symmetry reduction; the
+    deadline is kept within the expansion, and the cut state leaves the search
+    incomplete."""
+    import time
+
+    from kvspec.engines.explicit import Limits
+
+    system = system_of("patched.py", {"requests": 8, "pages": 64})
+    start = time.monotonic()
+    out = explore(system, symmetry=True, limits=Limits(timeout=0.5), backend="python")
+    assert time.monotonic() - start < 2.5
+    assert not out.complete and out.stopped == "timeout"

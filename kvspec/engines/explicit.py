@@ -325,8 +325,13 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
                 break
             s = states[head]
             d = depth_of[head]
+            cut = False  # the deadline passed while this state was expanded
             for guard, groups in batches:
+                if cut:
+                    break
                 for gkey, group in groups:
+                    if cut:
+                        break
                     if guard is not None and not guard_ok(s, guard, gkey):
                         continue
                     for inst in group:
@@ -334,6 +339,12 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
                         if out is None:
                             continue
                         transitions += 1
+                        if dl.end is not None and time.monotonic() >= dl.end:
+                            # one expansion can take seconds (many tied ids at a large
+                            # size); the state stays unexpanded, so nothing is complete
+                            transitions -= 1
+                            cut = True
+                            break
                         nxt, events, violations = out
                         if fired is not None:
                             fired(inst.index, events)
@@ -355,6 +366,9 @@ def explore(system: System, *, symmetry: bool = True, limits: Limits | None = No
                                         found[name] = _Found(idx, None)
                         if keep_graph:
                             edges.append((head, idx, inst.index))
+            if cut:
+                stopped = TIMEOUT
+                break
             head += 1
             now = time.monotonic()  # every state: one expansion can be slow (many tied ids)
             if progress is not None and (head & 255) == 0 and now - last_report >= 0.2:

@@ -35,6 +35,7 @@ from kvspec.proofs.parametric.generalise import QClause, enum_siblings, generali
 from kvspec.proofs.parametric.induction import QUERY_TIMEOUT_S, InductionResult, check_invariant
 from kvspec.proofs.parametric.model import ParamModel, id_size_names, parametric_model, \
     symbolic_params
+from kvspec.proofs.parametric.needs import find_needs
 from kvspec.proofs.clauses import CertificateError
 from kvspec.proofs.parametric.smtlib import check_term, model_decls, parse, to_smtlib2
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
@@ -56,6 +57,8 @@ class AllSizesProof:
     why_not: str = ""  # why nothing (more) was proved for every size
     rejected: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
+    #: property -> how many of ``clauses`` it needs (empty when not worked out)
+    needs: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     queries: int = 0
 
@@ -135,6 +138,27 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
         out.why_not += "; read loosely: " + "; ".join(out.approximations)
     out.seconds = time.monotonic() - start
     return out
+
+
+def _cut_to_needs(model: ParamModel, proof: AllSizesProof, deadline: float | None) -> None:
+    """Keep only the clauses the proved properties need (:mod:`.needs`), when the cut
+    invariant re-checks from scratch; record which property needs which."""
+    start = time.monotonic()
+    try:
+        needs = find_needs(model, proof.clauses, proof.proved, deadline=deadline)
+        if needs is None:
+            return
+        proof.queries += needs.queries
+        if len(needs.kept) < len(proof.clauses):
+            cut = check_invariant(model, needs.kept, proof.proved, houdini=False,
+                                  deadline=deadline)
+            proof.queries += cut.queries
+            if cut.problems or sorted(cut.proved) != sorted(proof.proved):
+                return
+            proof.clauses = needs.kept
+        proof.needs = {name: len(ks) for name, ks in needs.by_property.items()}
+    finally:
+        proof.seconds += time.monotonic() - start
 
 
 def property_clauses(model: ParamModel) -> list[QClause]:
@@ -245,6 +269,8 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
                                        "why_not": wider.why_not}
             if sorted(wider.proved) == sorted(proof.proved):
                 proof = wider
+    if proof.proved and proof.model is not None:
+        _cut_to_needs(proof.model, proof, deadline)
     note = ""
     if proof.proved and save_proof:
         path = write_all_sizes(system, proof, proofs_dir,
@@ -260,13 +286,17 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
         loose += f"; over-approximating {', '.join(lines)}"
     for name in props:
         if name in proof.proved:
+            n = len(proof.clauses)
+            need = (f" (this property needs {proof.needs[name]} of them)"
+                    if name in proof.needs and n > 1 else "")
             verdicts[name] = Verdict(name, Status.PROVED, ALL_SIZES,
-                                     f"inductive invariant, {len(proof.clauses)} clause"
-                                     f"{'' if len(proof.clauses) == 1 else 's'}{loose}{note}")
+                                     f"inductive invariant, {n} clause"
+                                     f"{'' if n == 1 else 's'}{need}{loose}{note}")
         elif verdicts[name].status is not Status.VIOLATED and proof.why_not:
             v = verdicts[name]
             v.detail = "; ".join(x for x in (v.detail, f"not for all sizes: {proof.why_not}") if x)
     extra["all_sizes"] = {"proved": proof.proved, "clauses": len(proof.clauses),
+                          "needs": proof.needs,
                           "seconds": round(proof.seconds, 3), "queries": proof.queries,
                           "not_generalised": proof.rejected, "not_inductive": proof.dropped,
                           "approximations": proof.approximations,

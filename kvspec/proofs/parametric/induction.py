@@ -177,6 +177,12 @@ def check_invariant(model: ParamModel, candidates: list[QClause], properties: li
             return timeout
         return max(0.001, min(timeout, deadline - time.monotonic()))
 
+    def arm(s: z3.Solver) -> None:
+        """Bound the next query by what is left of the deadline (without one, the
+        solver's own per-query timeout stands)."""
+        if deadline is not None:
+            s.set("timeout", max(1, int(left() * 1000)))
+
     def fail(c: QClause, why: str) -> bool:
         """Record that ``c`` is not inductive; False when the whole check fails."""
         if houdini and id(c) not in required:
@@ -189,7 +195,7 @@ def check_invariant(model: ParamModel, candidates: list[QClause], properties: li
     s = _solver(left(), model)
     s.add(*init.constraints)
     for c in list(alive):
-        s.set("timeout", max(1, int(left() * 1000)))
+        arm(s)
         r = _holds(s, init.post(c.formula), res)
         if r != z3.unsat:
             alive.remove(c)
@@ -207,8 +213,11 @@ def check_invariant(model: ParamModel, candidates: list[QClause], properties: li
             s.add(*[c.formula for c in alive])
             s.add(*t.constraints)
             for c in list(alive):
-                s.set("timeout", max(1, int(left() * 1000)))
-                r = _holds(s, t.post(c.formula), res)
+                post = t.post(c.formula)
+                if post.eq(c.formula):
+                    continue  # the action leaves every symbol of the clause as it was
+                arm(s)
+                r = _holds(s, post, res)
                 if r == z3.unsat:
                     continue
                 # not preserved even from every clause still alive: not from fewer either
@@ -229,7 +238,7 @@ def check_invariant(model: ParamModel, candidates: list[QClause], properties: li
         s.add(*inv)
         s.add(*t.param_ok)
         for cond, msg in t.errors:
-            s.set("timeout", max(1, int(left() * 1000)))
+            arm(s)
             r = _holds(s, z3.Not(cond), res)
             if r != z3.unsat:
                 errors_ok = False
@@ -247,7 +256,7 @@ def check_invariant(model: ParamModel, candidates: list[QClause], properties: li
         s = _solver(left(), model)
         s.add(*inv)
         for name in properties:
-            s.set("timeout", max(1, int(left() * 1000)))
+            arm(s)
             r = _holds(s, z3.Not(model.bad[name]), res)
             if r == z3.unsat:
                 res.proved.append(name)

@@ -35,6 +35,7 @@ from kvspec.lang.check_stmt import CARRIES_LOCAL, STOPS_EARLY
 from kvspec.lang.types import PAGE, REQUEST
 from kvspec.proofs.parametric.bounds import ID_SPACES, Approximation, SizeSymbols
 from kvspec.proofs.parametric.encode import ParamExec, Step
+from kvspec.proofs.parametric.spaces import Reading, reading
 from kvspec.proofs.parametric.values import Sorts, Unsupported, View, var_dims
 
 
@@ -55,6 +56,8 @@ class ParamModel:
     symbolic: dict[str, tuple[z3.ArithRef, z3.ArithRef]] = field(default_factory=dict)
     #: where the reading is looser than the model (sound for invariants)
     approximations: list[Approximation] = field(default_factory=list)
+    #: the variables as read, those an index space splits included (spaces.Reading)
+    reading: Reading | None = None
 
     @property
     def fixed_sizes(self) -> dict[str, int]:
@@ -71,36 +74,6 @@ class ParamModel:
 
     def value_sort(self, v: VarInfo) -> z3.SortRef:
         return self.sorts.of_type(v.type)
-
-
-def _check_no_index_spaces(system: System) -> None:
-    """The parametric reading has sorts for requests and pages only: a variable indexed
-    by a declared index space (``ranks = Index(2)``) or holding one of its ids, or an
-    action parameter that is one, is rejected at its line. A space the model only
-    counts (``len(s.handles)``) keeps its size, like the other fixed sizes."""
-    spaces = {s.dim: s.name for s in system.loaded.decl.sizes
-              if s.dim is not None and s.dim not in (REQUEST, PAGE)}
-    if not spaces:
-        return
-
-    def uses(dim: str | None) -> str | None:
-        return next((n for d, n in spaces.items() if dim and d in dim.split("*")), None)
-
-    for v in system.schema.vars:
-        name = uses(v.dim) or uses(getattr(v.type, "ref_dim", None))
-        if name is not None:
-            raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
-                              f"{v.name} is indexed by or holds ids of the index space "
-                              f"{name!r} (the all-sizes engine has sorts for requests and "
-                              "pages only; check it at fixed sizes)")
-    for a in system.actions:
-        for n, t in a.params:
-            name = uses(getattr(t, "ref_dim", None))
-            if name is not None:
-                raise Unsupported(f"{a.ir.file}:{a.ir.line}",
-                                  f"parameter {n} of {a.name} is an id of the index space "
-                                  f"{name!r} (the all-sizes engine has sorts for requests "
-                                  "and pages only; check it at fixed sizes)")
 
 
 def id_size_names(system: System) -> dict[str, str]:
@@ -162,7 +135,7 @@ def parametric_model(system: System, *, bigger: System | None = None,
     depends on them (None: compiled here)."""
     derived = {s.name for s in system.loaded.decl.sizes if s.derived is not None}
     params = frozenset(params) | frozenset(n for n in derived if n in system.sizes)
-    _check_no_index_spaces(system)
+    state = reading(system)
     _check_symmetric(system)
     _check_size_constants(system, params)
     sizes = SizeSymbols(id_size_names(system), dict(system.sizes), params)
@@ -174,16 +147,17 @@ def parametric_model(system: System, *, bigger: System | None = None,
     if bigger is not None:
         _check_size_independent(system, bigger, symbolic, params)
     _check_no_size_functions(system)
-    vars_ = [v for v in system.schema.vars]
+    vars_ = state.vars
     _check_sort_graph(system, vars_)
     sorts = Sorts.make()
     symbols = make_symbols(sorts, vars_)
     init = _initial(system, sorts, vars_)
     model = ParamModel(system, sorts, vars_, symbols, init, sizes=sizes,
-                       symbolic={v.name: symbolic[v.name] for v in vars_ if v.name in symbolic})
+                       symbolic={v.name: symbolic[v.name] for v in vars_ if v.name in symbolic},
+                       reading=state)
     flags = {p.name: f"violated:{p.name}" for p in system.properties if p.flag is not None}
     by_name = {v.name: v for v in vars_}
-    ex = ParamExec(sorts, by_name, flags, sizes, symbolic)
+    ex = ParamExec(sorts, by_name, flags, sizes, symbolic, state)
     pre = model.pre_view()
     for a in system.actions:
         model.steps.append((a.name, ex.run_action(pre, a.ir, a.params, system.handlers)))
@@ -278,6 +252,8 @@ def _check_symmetric(system: System) -> None:
     """Ids must be interchangeable, except where a loop's order dependence is one the
     reading over-approximates (a carried local, ``break``)."""
     for dim, all_reasons in system.symmetry_breaks.items():
+        if dim not in (REQUEST, PAGE):
+            continue  # an index space's ids are read one by one (spaces.py)
         reasons = [r for r in all_reasons if not _over_approximated(r.partition(": ")[2])]
         if reasons:
             where, _, why = reasons[0].partition(": ")
@@ -330,8 +306,12 @@ def _constants(system: System, params: frozenset[str]) -> list[tuple[str, int, A
     out: list[tuple[str, int, Any]] = []
     seen: set[int] = set()
 
-    def index(var: VarInfo, e: ir.Expr, fn: ir.Function) -> None:
-        if var.dim not in (SCALAR, REQUEST, PAGE) and isinstance(e, ir.Arith) \
+    def index(var: VarInfo, e: ir.Expr, fn: ir.Function,
+              axes: tuple[ir.Expr, ir.Expr] | None) -> None:
+        if axes is not None:  # s.x[i, j]: the slot offset's strides are the sizes
+            for x in axes:
+                visit(x, fn)
+        elif var.dim not in (SCALAR, REQUEST, PAGE) and isinstance(e, ir.Arith) \
                 and isinstance(e.a, ir.Arith):
             visit(e.a.a, fn)
             visit(e.b, fn)
@@ -340,7 +320,7 @@ def _constants(system: System, params: frozenset[str]) -> list[tuple[str, int, A
 
     def visit(e: ir.Expr, fn: ir.Function) -> None:
         if isinstance(e, ir.Load) and e.index is not None:
-            index(e.var, e.index, fn)
+            index(e.var, e.index, fn, e.axes)
             return
         if isinstance(e, ir.VecOf) and e.row is not None:
             visit(e.row, fn)
@@ -363,7 +343,7 @@ def _constants(system: System, params: frozenset[str]) -> list[tuple[str, int, A
             if isinstance(st, ir.For) and not isinstance(st.domain.ty, ir.RefT):
                 out.append((fn.file, st.line, tuple(st.domain.values)))
             if isinstance(st, ir.Store) and st.index is not None:
-                index(st.var, st.index, fn)
+                index(st.var, st.index, fn, st.axes)
                 visit(st.value, fn)
                 continue
             for x in ir.stmt_exprs(st):

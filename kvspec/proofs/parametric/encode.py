@@ -183,8 +183,9 @@ class ParamExec(GridAccess):
         for name, t in params:
             if t.kind == "ref" and t.ref_dim in self.spaces:  # an index: 0 .. n-1
                 v = z3.Int(f"{action.name}.{name}!{next(self.sorts.counter)}")
-                self.ranges[v.decl().name()] = (0, self.spaces[t.ref_dim] - 1)
-                ok.append(z3.And(v >= 0, v <= self.spaces[t.ref_dim] - 1))
+                lo = -1 if t.optional else 0
+                self.ranges[v.decl().name()] = (lo, self.spaces[t.ref_dim] - 1)
+                ok.append(z3.And(v >= lo, v <= self.spaces[t.ref_dim] - 1))
             elif t.kind == "ref":
                 v = self.sorts.fresh(t.ref_dim or REQUEST, f"{action.name}.{name}")
                 ok.append(self.sorts.real(v))
@@ -458,6 +459,9 @@ class ParamExec(GridAccess):
             return
         if var.name in self.layouts:
             idx, coords = self.grid(var, st.index, st.axes, fn, where)
+            if st.check_index:
+                self.check(z3.Or(*[c < 0 for c in coords]), f"write {var.name}[...]: not an id",
+                           fn, st.line)
             lay = self.layouts[var.name]
             for key, part in lay.parts.items():
                 hit = and_(g, matches(coords, key))
@@ -548,12 +552,16 @@ class ParamExec(GridAccess):
         return z3.If(c, a, b)
 
     def nil_like(self, other: Any, where: str) -> z3.ExprRef:
+        if self.spaces and isinstance(other, z3.ExprRef) and z3.is_int(other):
+            return z3.IntVal(-1)  # None of an index space (the language types the rest)
         dim = self.sorts.dim_of_sort(other.sort()) if isinstance(other, z3.ExprRef) else None
         if dim is None:
             raise Unsupported(where, "None where a value that is not an id is expected")
         return self.sorts.nil[dim]
 
     def value_for(self, v: Any, t: ValueType, where: str) -> z3.ExprRef:
+        if v is NONE and t.kind == "ref" and t.ref_dim in self.spaces:
+            return z3.IntVal(-1)
         if v is NONE:
             if t.kind != "ref":
                 raise Unsupported(where, "None stored in a variable that holds no ids")
@@ -562,7 +570,7 @@ class ParamExec(GridAccess):
 
     def in_type(self, v: z3.ExprRef, t: ValueType, name: str = "") -> z3.BoolRef:
         if t.kind == "ref" and t.ref_dim in self.spaces:
-            return z3.And(v >= 0, v <= self.spaces[t.ref_dim] - 1)
+            return z3.And(v >= (-1 if t.optional else 0), v <= self.spaces[t.ref_dim] - 1)
         if t.kind == "ref":
             return TRUE if t.optional else self.sorts.real(v)
         if t.kind == "bool":
@@ -681,6 +689,9 @@ class ParamExec(GridAccess):
                 return self.view[var.name]
             if var.name in self.layouts:
                 idx, coords = self.grid(var, e.index, e.axes, fn, where)
+                if e.check:
+                    self.check(z3.Or(*[c < 0 for c in coords]), f"{var.name}[...]: not an id",
+                               fn, e.line)
                 return self.read_grid(var, idx, coords, where)
             idx = self.indices(var, e.index, fn, where)
             if e.check:

@@ -9,15 +9,13 @@ An index space is neither requests nor pages, so the reading keeps its compiled 
   every function argument and every quantifier stays over requests and pages: the
   queries stay in EPR, and a certificate quantifies over ``Request`` and ``Page`` only;
 * an id of the space (a value ``pages.var(ranks.id)``, a parameter ``k: ranks.id``, a
-  loop variable) is an ``Int`` in ``0 .. n-1``: the type clauses and the parameters'
-  ranges say so;
+  loop variable) is an ``Int`` in ``0 .. n-1`` — ``-1 .. n-1`` where it may be
+  ``None`` (``ranks.optional``), ``-1`` standing for ``None`` as in the compiled state:
+  the type clauses and the parameters' ranges say so;
 * a read or write at a symbolic index selects among the ``n`` symbols, a line over the
   space is a vector of ``n`` elements, and its ``any``/``all``/``count`` are finite
   disjunctions, conjunctions and sums, loops and folds over the space run once per
   index: all exact.
-
-A variable holding "an id of the space or None" (``ranks.optional``) is outside the
-reading (:func:`index_spaces` names its line).
 """
 from __future__ import annotations
 
@@ -64,32 +62,17 @@ class Reading:
 
 
 def index_spaces(system: System) -> dict[str, int]:
-    """Each declared index space and its size; a variable or action parameter holding
-    an optional id of one is rejected at its line."""
-    spaces = {s.dim: system.schema.counts.get(s.dim, s.default)
-              for s in system.loaded.decl.sizes
-              if s.dim is not None and s.dim not in (REQUEST, PAGE)}
-    if not spaces:
-        return spaces
-    for v in system.schema.vars:
-        if v.type.kind == "ref" and v.type.ref_dim in spaces and v.type.optional:
-            raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
-                              f"{v.name} holds an id of the index space {v.type.ref_dim!r} "
-                              "or None (the all-sizes engine reads its ids as 0..n-1 "
-                              "only; check it at fixed sizes)")
-    for a in system.actions:
-        for n, t in a.params:
-            if t.kind == "ref" and t.ref_dim in spaces and t.optional:
-                raise Unsupported(f"{a.ir.file}:{a.ir.line}",
-                                  f"parameter {n} of {a.name} is an id of the index space "
-                                  f"{t.ref_dim!r} or None (not in the all-sizes reading)")
-    return spaces
+    """Each declared index space and its size."""
+    return {s.dim: system.schema.counts.get(s.dim, s.default)
+            for s in system.loaded.decl.sizes
+            if s.dim is not None and s.dim not in (REQUEST, PAGE)}
 
 
 def read_type(t: ValueType, spaces: dict[str, int]) -> ValueType:
-    """An id of an index space as the int ``0 .. n-1``; any other type as it is."""
+    """An id of an index space as the int ``0 .. n-1`` (``-1``, None, too where it is
+    optional); any other type as it is."""
     if t.kind == "ref" and t.ref_dim in spaces:
-        return IntType(0, spaces[t.ref_dim] - 1)
+        return IntType(-1 if t.optional else 0, spaces[t.ref_dim] - 1)
     return t
 
 

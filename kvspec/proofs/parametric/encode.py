@@ -11,6 +11,9 @@ sizes, this interpretation builds the transition of *every* size at once:
   ints and enum members ``Int``, ids elements of their sort;
 * an action parameterised by a request or page is one step with that id an
   arbitrary (existentially chosen) element;
+* a declared index space (``ranks``) keeps its size ``n``: its ids are ints
+  ``0 .. n-1``, a variable over it one symbol per index, its lines, loops and folds
+  run once per index (:mod:`kvspec.proofs.parametric.spaces`);
 * ``any``/``all`` over a mask and ``any(...)``/``all(...)`` over ``s.pages`` or
   ``s.requests`` are quantifiers; ``mask.count()`` is supported where it is
   compared with a value of a bounded range (counting quantifiers: at least k

@@ -10,9 +10,11 @@ parametric step per action and the bad states of every property. Anything that
 stands in the way is an :class:`~kvspec.proofs.parametric.encode.Unsupported`
 naming the model line.
 
-Sizes that are not id spaces (``prefill_capacity``, ``max_need``) keep the values
-the system was compiled with: a proof is for every number of requests and pages
-at those values. ``len()`` of an id space, ranges bounded by the number of ids and
+Sizes that are not id spaces (``prefill_capacity``, ``max_need``, the size of a
+declared index space such as ``ranks``) keep the values the system was compiled
+with: a proof is for every number of requests and pages at those values. A
+variable over an index space is one symbol per index and an id of one is an int
+(:mod:`kvspec.proofs.parametric.spaces`). ``len()`` of an id space, ranges bounded by the number of ids and
 bounds computed by functions of the sizes are symbols
 (:mod:`kvspec.proofs.parametric.bounds`); order-dependent loops and loose counts
 are over-approximated, and the model lists where (``approximations``).
@@ -360,6 +362,14 @@ def _constants(system: System, params: frozenset[str]) -> list[tuple[str, int, A
     return out
 
 
+def _by_line(constants: list[tuple[str, int, Any]]) -> dict[tuple[str, int], list[Any]]:
+    """The constants of each model line, in order (lines in the order they first occur)."""
+    out: dict[tuple[str, int], list[Any]] = {}
+    for file, line, value in constants:
+        out.setdefault((file, line), []).append(value)
+    return out
+
+
 def _check_size_independent(system: System, bigger: System,
                             symbolic: dict[str, Any], params: frozenset[str]) -> None:
     ids = ", ".join(f"{k}" for k in id_size_names(system))
@@ -381,14 +391,11 @@ def _check_size_independent(system: System, bigger: System,
                     and f"{a.name}.{n}" not in symbolic:
                 raise Unsupported(f"{a.ir.file}:{a.ir.line}", f"the type of parameter {n} of "
                                   f"{a.name} depends on the number of ids ({ids})")
-    mine, theirs = _constants(system, params), _constants(bigger, params)
-    for x, y in zip(mine, theirs):
-        if x != y:
-            raise Unsupported(f"{x[0]}:{x[1]}", f"a value that depends on the number of ids "
-                                                f"({ids})")
-    if len(mine) != len(theirs):
-        raise Unsupported(system.loaded.file, f"the model's code depends on the number of ids "
-                                              f"({ids})")
+    mine, theirs = _by_line(_constants(system, params)), _by_line(_constants(bigger, params))
+    for where in list(mine) + [w for w in theirs if w not in mine]:
+        if mine.get(where) != theirs.get(where):  # the first line whose values differ
+            raise Unsupported(f"{where[0]}:{where[1]}", f"a value that depends on the number "
+                                                        f"of ids ({ids})")
 
 
 def _check_no_size_functions(system: System) -> None:

@@ -239,7 +239,7 @@ TP_BUGGY = TP_MODEL.replace("s.sent[r, :] = False", "s.sent[r, 0] = False")
 @pytest.mark.parametrize("engine", [["--engine", "explicit", "--backend", "python"],
                                     ["--engine", "explicit", "--backend", "native"],
                                     ["--engine", "bmc", "--depth", "8"],
-                                    ["--engine", "pdr"]])
+                                    ["--engine", "pdr"], ["--engine", "all-sizes"]])
 @pytest.mark.parametrize("buggy", [False, True])
 def test_every_engine_gives_the_same_verdict(engine: list[str], buggy: bool,
                                              tmp_path: Path) -> None:

@@ -377,3 +377,23 @@ class Outside(Model):
     assert all(v.method != ALL_SIZES for v in res.verdicts)
     assert all(f"outside.py:{line}" in v.detail for v in res.verdicts
                if v.status is not Status.VIOLATED)
+
+
+def test_random_models_over_index_spaces_are_read_exactly_or_rejected_at_a_line(
+        tmp_path: Path) -> None:
+    """The random models of :mod:`indexgen` (every shape of state over two index spaces):
+    each is outside the reading with its line, or every concrete step is its step."""
+    from indexgen import random_index_model
+
+    accepted = 0
+    for seed in range(20, 46):
+        gen = random_index_model(seed)
+        path = _write(tmp_path, f"gen{seed}", gen.source)
+        system = _compile(path, gen.class_name)
+        try:
+            _lockstep(system, random.Random(seed), 4)
+        except Unsupported as exc:
+            assert re.search(rf"gen{seed}\.py:\d+$", exc.where), str(exc)
+            continue
+        accepted += 1
+    assert accepted >= 2

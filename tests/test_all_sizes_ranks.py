@@ -246,18 +246,16 @@ def test_the_certificate_declares_one_symbol_per_rank(tp_ranks_proofs: dict) -> 
     assert not re.search(r"\(forall \(\([^)]*\bInt\)", smt)  # quantifiers over ids only
 
 
-def _without(cert: Path, k: int) -> object:
-    """An edit that removes the ``k``-th clause (its comment, its assertion, its label)."""
+def _without(*drop: int) -> object:
+    """An edit that removes the clauses numbered ``drop`` (comment, assertion, label)."""
     def edit(doc: dict) -> None:  # type: ignore[type-arg]
         inv = doc["invariant"]
         lines = inv["smtlib2"].splitlines()
         asserts = [i for i, line in enumerate(lines) if line.startswith("(assert")]
-        i = asserts[k]
-        del lines[i - 1:i + 1]
-        inv["smtlib2"] = "\n".join(lines) + "\n"
-        del inv["readable"][k]
+        gone = {j for k in drop for j in (asserts[k] - 1, asserts[k])}
+        inv["smtlib2"] = "\n".join(x for j, x in enumerate(lines) if j not in gone) + "\n"
+        inv["readable"] = [x for k, x in enumerate(inv["readable"]) if k not in drop]
         inv["clauses"] = len(inv["readable"])
-        doc["invariant"] = inv
     return edit
 
 
@@ -268,7 +266,7 @@ def test_a_certificate_without_a_needed_clause_is_rejected(
     assert check_certificate(cert, system).ok
     labels = json.loads(cert.read_text())["invariant"]["readable"]
     first = next(k for k, label in enumerate(labels) if not label.startswith("type:"))
-    check = check_certificate(_tamper(cert, tmp_path, _without(cert, first)), system)
+    check = check_certificate(_tamper(cert, tmp_path, _without(first)), system)
     assert not check.ok and check.problems
 
 
@@ -289,12 +287,13 @@ def test_a_clause_over_each_rank_is_needed(tp_proof: tuple[Path, Path], tmp_path
     assert check_certificate(cert, system).ok
     smt = json.loads(cert.read_text())["invariant"]["smtlib2"]
     asserts = [line for line in smt.splitlines() if line.startswith("(assert")]
-    (k,) = [k for k, line in enumerate(asserts) if "sent@1" in line]
-    check = check_certificate(_tamper(cert, tmp_path, _without(cert, k)), system)
+    about_rank_one = [k for k, line in enumerate(asserts) if "sent@1" in line]
+    assert about_rank_one
+    check = check_certificate(_tamper(cert, tmp_path, _without(*about_rank_one)), system)
     assert not check.ok and any("done-means-clear" in p for p in check.problems), check.problems
-    # the clause read about rank 0 twice, not about rank 1, proves nothing about rank 1
+    # the clauses read about rank 0 twice, not about rank 1, prove nothing about rank 1
     swapped = _tamper(cert, tmp_path, lambda d: d["invariant"].update(
-        smtlib2=d["invariant"]["smtlib2"].replace("(ite (= (sent@1", "(ite (= (sent@0")))
+        smtlib2=d["invariant"]["smtlib2"].replace("(sent@1 ", "(sent@0 ")))
     assert swapped.read_text() != cert.read_text()
     check = check_certificate(swapped, system)
     assert not check.ok and any("done-means-clear" in p for p in check.problems), check.problems
@@ -397,3 +396,22 @@ def test_random_models_over_index_spaces_are_read_exactly_or_rejected_at_a_line(
             continue
         accepted += 1
     assert accepted >= 2
+
+
+def test_size_specific_clauses_over_ranks_lift_with_the_rank_as_a_numeral(
+        tp_proof: tuple[Path, Path]) -> None:
+    from kvspec.proofs.certificate import load_certificate
+    from kvspec.proofs.clauses import parse_invariant
+    from kvspec.proofs.parametric.generalise import generalise
+
+    path, cert = tp_proof
+    (specific,) = cert.parent.glob("tp.TP.requests=2,ranks=2.json")
+    system = _compile(path)
+    doc = load_certificate(specific)
+    clauses = parse_invariant(doc.smtlib2, system.state_vars(), doc.readable)
+    assert any("sent[r1,1]" in c.formula.sexpr() for c in clauses)
+    model = parametric_model(system)
+    got = generalise(system, model.sorts, model.symbols, [(c.formula, c.label) for c in clauses])
+    lifted = [c for c in got.clauses if "sent@1" in c.formula.sexpr()]
+    assert lifted and all("sent@0" in c.formula.sexpr() for c in lifted), got.rejected
+    assert all(c.instances == 2 for c in lifted)  # one per request at this size

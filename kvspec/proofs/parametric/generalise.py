@@ -195,6 +195,8 @@ class _Lifter:
         ids = [self._slot_ids(c) for c in conds]
         common = set.intersection(*ids)
         own = [i - common for i in ids]
+        if not any(own):  # the terms differ in index-space coordinates only (a count
+            return None   # over the ranks of one request): a finite sum, lifted as it is
         if not all(len(o) == 1 for o in own):
             raise NotLiftable("a count whose terms do not each name one id of their own")
         keys = [next(iter(o)) for o in own]

@@ -349,7 +349,7 @@ def _finite_universe(model, system: System):  # type: ignore[no-untyped-def]
 
 
 def _term(model, ids, t, value):  # type: ignore[no-untyped-def]
-    if t.kind == "ref":
+    if t.kind == "ref" and t.ref_dim in ids:
         return model.sorts.nil[t.ref_dim] if value < 0 else ids[t.ref_dim][value]
     if t.kind == "bool":
         return z3.BoolVal(bool(value))
@@ -357,10 +357,11 @@ def _term(model, ids, t, value):  # type: ignore[no-untyped-def]
 
 
 def _slots(model, system, ids, view):  # type: ignore[no-untyped-def]
-    """(slot offset, term of the view's value there) for every slot."""
+    """(slot offset, term of the view's value there) for every slot (a variable over an
+    index space: one symbol per index, each a run of slots)."""
     from kvspec.proofs.parametric.values import var_dims
 
-    for v in system.schema.vars:
+    for v in model.vars:
         dims = var_dims(v)
         for i in range(v.length):
             if not dims:

@@ -239,7 +239,7 @@ TP_BUGGY = TP_MODEL.replace("s.sent[r, :] = False", "s.sent[r, 0] = False")
 @pytest.mark.parametrize("engine", [["--engine", "explicit", "--backend", "python"],
                                     ["--engine", "explicit", "--backend", "native"],
                                     ["--engine", "bmc", "--depth", "8"],
-                                    ["--engine", "pdr"]])
+                                    ["--engine", "pdr"], ["--engine", "all-sizes"]])
 @pytest.mark.parametrize("buggy", [False, True])
 def test_every_engine_gives_the_same_verdict(engine: list[str], buggy: bool,
                                              tmp_path: Path) -> None:
@@ -353,15 +353,13 @@ def test_a_wrong_initial_grid_is_rejected(tmp_path: Path) -> None:
     assert exc.value.line == _line_of(source, "y = ")
 
 
-def test_the_all_sizes_engine_rejects_a_variable_over_an_index_space_at_its_line(
-        tmp_path: Path) -> None:
+def test_the_all_sizes_engine_reads_a_variable_over_an_index_space(tmp_path: Path) -> None:
     path = tmp_path / "tp.py"
     path.write_text(TP_MODEL)
     run = run_cli("verify", str(path), "--engine", "all-sizes", "--property",
                   "done-means-clear")
-    where = (f"{path}:{_line_of(TP_MODEL, 'sent = requests.by(ranks)')}: sent is indexed by "
-             "or holds ids of the index space 'ranks'")
-    assert where in " ".join((run.out + run.err).split())
+    text = " ".join((run.out + run.err).split())
+    assert "done-means-clear PROVED (all sizes" in text, text
 
 
 def test_an_index_space_the_model_only_counts_keeps_its_size_for_every_size(

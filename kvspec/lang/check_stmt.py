@@ -335,7 +335,8 @@ class BodyBuilder(ExprBuilder):
         if isinstance(got, ir.Load):
             assert got.axes is not None
             self.note_write(info, got.axes, node)
-            return [ir.Store(info, got.index, v, False, check_v, line=node.lineno)]
+            return [ir.Store(info, got.index, v, False, check_v, axes=got.axes,
+                             line=node.lineno)]
         if not (isinstance(got, ir.VecOf) and got.row is not None):
             raise self.err(node, f"assign an element or a line: {info.name}[i, j] = v, "
                                  f"{info.name}[i, :] = v or {info.name}[:, j] = v")
@@ -351,7 +352,7 @@ class BodyBuilder(ExprBuilder):
         self.note_write(info, axes, node)
         flat = self.flat_slot(info, ij[0], ij[1], node)
         dom = ir.Domain(list(range(info.shape[along])), ir.RefT(dim, False))
-        store = ir.Store(info, flat, v, False, check_v, line=node.lineno)
+        store = ir.Store(info, flat, v, False, check_v, axes=ij, line=node.lineno)
         return fixed[0] + [ir.For(var, dom, [store], line=node.lineno)]
 
     def local_copy(self, e: ir.Expr, node: Any) -> tuple[list[ir.Stmt], ir.Expr]:

@@ -284,6 +284,9 @@ class Store(Stmt):
     value: Expr
     check_index: bool = False
     check_value: bool = False
+    #: an element ``s.x[i, j] = v`` of a two-dimensional array: ``(i, j)`` (``index`` is
+    #: the slot offset computed from them)
+    axes: tuple[Expr, Expr] | None = field(default=None, kw_only=True)
 
 
 @dataclass(eq=False)

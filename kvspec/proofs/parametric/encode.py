@@ -11,6 +11,9 @@ sizes, this interpretation builds the transition of *every* size at once:
   ints and enum members ``Int``, ids elements of their sort;
 * an action parameterised by a request or page is one step with that id an
   arbitrary (existentially chosen) element;
+* a declared index space (``ranks``) keeps its size ``n``: its ids are ints
+  ``0 .. n-1``, a variable over it one symbol per index, its lines, loops and folds
+  run once per index (:mod:`kvspec.proofs.parametric.spaces`);
 * ``any``/``all`` over a mask and ``any(...)``/``all(...)`` over ``s.pages`` or
   ``s.requests`` are quantifiers; ``mask.count()`` is supported where it is
   compared with a value of a bounded range (counting quantifiers: at least k
@@ -45,6 +48,7 @@ from kvspec.lang.schema import VarInfo
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, ValueType
 from kvspec.lang.z3gen import FALSE, TRUE, and_, encode_if, is_false, is_true, not_, or_
 from kvspec.proofs.parametric.bounds import ID_SPACES, Approximation, SizeSymbols
+from kvspec.proofs.parametric.spaces import GridAccess, Layout, Reading, matches, reduce_line
 from kvspec.proofs.parametric.values import (MAX_COUNT, NONE, Count, Sorts, Unsupported, Vec,
                                              View, at_least, exists, forall, int_range,
                                              var_dims, where_of)
@@ -131,13 +135,17 @@ class Step:
     param_ok: list[z3.BoolRef]
 
 
-class ParamExec:
+class ParamExec(GridAccess):
     """Runs IR functions on a parametric state view."""
 
     def __init__(self, sorts: Sorts, vars_by_name: dict[str, VarInfo],
                  flags: dict[str, str], sizes: SizeSymbols | None = None,
-                 symbolic: dict[str, tuple[z3.ArithRef, z3.ArithRef]] | None = None) -> None:
+                 symbolic: dict[str, tuple[z3.ArithRef, z3.ArithRef]] | None = None,
+                 state: Reading | None = None) -> None:
         self.sorts = sorts
+        #: index spaces (size) and the variables split by them (:mod:`.spaces`)
+        self.spaces: dict[str, int] = state.spaces if state is not None else {}
+        self.layouts: dict[str, Layout] = state.layouts if state is not None else {}
         self.vars = vars_by_name
         self.flags = flags  # property -> flag variable name
         self.sizes = sizes
@@ -176,7 +184,12 @@ class ParamExec:
         values: list[z3.ExprRef] = []
         ok: list[z3.BoolRef] = []
         for name, t in params:
-            if t.kind == "ref":
+            if t.kind == "ref" and t.ref_dim in self.spaces:  # an index: 0 .. n-1
+                v = z3.Int(f"{action.name}.{name}!{next(self.sorts.counter)}")
+                lo = -1 if t.optional else 0
+                self.ranges[v.decl().name()] = (lo, self.spaces[t.ref_dim] - 1)
+                ok.append(z3.And(v >= lo, v <= self.spaces[t.ref_dim] - 1))
+            elif t.kind == "ref":
                 v = self.sorts.fresh(t.ref_dim or REQUEST, f"{action.name}.{name}")
                 ok.append(self.sorts.real(v))
             elif t.kind == "bool":
@@ -321,6 +334,9 @@ class ParamExec:
             var = st.var
             mask = self.vec(self.ex(st.mask, fn), where)
             value = self.value_for(self.ex(st.value, fn), var.type, where)
+            if var.name in self.layouts:
+                self.mask_store_line(var, mask, value, where)
+                return
             if len(var_dims(var)) != 1:
                 raise Unsupported(where, f"a masked assignment to {var.name}")
             if st.check_value:
@@ -364,7 +380,7 @@ class ParamExec:
 
     def loop(self, st: ir.For, fn: ir.Function, where: str) -> None:
         f = self.f
-        if isinstance(st.domain.ty, ir.RefT):
+        if isinstance(st.domain.ty, ir.RefT) and st.domain.ty.dim not in self.spaces:
             if self.par is not None:
                 raise Unsupported(where, "nested loops over ids")
             self.loop_over_ids(st, fn, where)
@@ -444,22 +460,45 @@ class ParamExec:
                 raise Unsupported(where, f"the scalar {var.name} is written inside a loop over ids")
             self.view[var.name] = z3.If(g, value, self.view[var.name])
             return
+        if var.name in self.layouts:
+            idx, coords = self.grid(var, st.index, st.axes, fn, where)
+            if st.check_index:
+                self.check(z3.Or(*[c < 0 for c in coords]), f"write {var.name}[...]: not an id",
+                           fn, st.line)
+            lay = self.layouts[var.name]
+            for key, part in lay.parts.items():
+                hit = and_(g, matches(coords, key))
+                if not is_false(hit):
+                    self.store_at(part.name, var.name, idx, hit, value, where)
+            return
         idx = self.indices(var, st.index, fn, where)
         if st.check_index:
             self.check(z3.Or(*[z3.Not(self.sorts.real(i)) for i in idx]),
                        f"write {var.name}[...]: not an id", fn, st.line)
-        old = self.view[var.name]
+        self.store_at(var.name, var.name, idx, g, value, where)
+
+    def store_at(self, name: str, var: str, idx: list[z3.ExprRef], g: z3.BoolRef, value: Any,
+                 where: str) -> None:
+        """Write ``value`` at the ids ``idx`` of the symbol ``name`` (of the model's
+        variable ``var``) where ``g`` holds."""
+        old = self.view[name]
         par = self.par
+        if not idx:  # one index of a variable over index spaces only
+            if par is not None:
+                raise Unsupported(where, f"{var} is written inside a loop over ids at no id "
+                                         "of the loop")
+            self.view[name] = z3.If(g, value, old)
+            return
         if par is None:
-            self.view[var.name] = lambda *a, old=old, g=g, idx=idx, v=value: z3.If(
+            self.view[name] = lambda *a, old=old, g=g, idx=idx, v=value: z3.If(
                 z3.And(g, *[x == i for x, i in zip(a, idx)]), v, old(*a))
             return
         pos = [k for k, i in enumerate(idx) if i.eq(par.x)]
         if not pos:
-            raise Unsupported(where, f"{var.name} is written at an element other than the "
+            raise Unsupported(where, f"{var} is written at an element other than the "
                                      "loop's own inside a loop over ids")
         k = pos[0]
-        par.written.add(var.name)
+        par.written.add(var)
         x = par.x
 
         def upd(*a: z3.ExprRef, old: Any = old, g: z3.BoolRef = g, idx: list[z3.ExprRef] = idx,
@@ -469,7 +508,7 @@ class ParamExec:
                                              for j, i in enumerate(idx) if j != k]
             return z3.If(z3.And(*conds), z3.substitute(v, s), old(*a))
 
-        self.view[var.name] = upd
+        self.view[name] = upd
 
     def emit(self, st: ir.Emit, fn: ir.Function, where: str) -> None:
         g = self.f.g
@@ -516,12 +555,16 @@ class ParamExec:
         return z3.If(c, a, b)
 
     def nil_like(self, other: Any, where: str) -> z3.ExprRef:
+        if self.spaces and isinstance(other, z3.ExprRef) and z3.is_int(other):
+            return z3.IntVal(-1)  # None of an index space (the language types the rest)
         dim = self.sorts.dim_of_sort(other.sort()) if isinstance(other, z3.ExprRef) else None
         if dim is None:
             raise Unsupported(where, "None where a value that is not an id is expected")
         return self.sorts.nil[dim]
 
     def value_for(self, v: Any, t: ValueType, where: str) -> z3.ExprRef:
+        if v is NONE and t.kind == "ref" and t.ref_dim in self.spaces:
+            return z3.IntVal(-1)
         if v is NONE:
             if t.kind != "ref":
                 raise Unsupported(where, "None stored in a variable that holds no ids")
@@ -529,6 +572,8 @@ class ParamExec:
         return self.scalar(v, where)
 
     def in_type(self, v: z3.ExprRef, t: ValueType, name: str = "") -> z3.BoolRef:
+        if t.kind == "ref" and t.ref_dim in self.spaces:
+            return z3.And(v >= (-1 if t.optional else 0), v <= self.spaces[t.ref_dim] - 1)
         if t.kind == "ref":
             return TRUE if t.optional else self.sorts.real(v)
         if t.kind == "bool":
@@ -622,6 +667,8 @@ class ParamExec:
                     return term
             if isinstance(e.ty, ir.NoneT) or (isinstance(e.ty, ir.RefT) and e.value == -1):
                 return NONE
+            if isinstance(e.ty, ir.RefT) and e.ty.dim in self.spaces:
+                return z3.IntVal(int(e.value))  # an index: its ids are not interchangeable
             if isinstance(e.ty, ir.RefT):
                 raise Unsupported(where, "a literal id (ids are interchangeable for every size)")
             if isinstance(e.ty, ir.BoolT):
@@ -643,6 +690,12 @@ class ParamExec:
                 if self.par is not None and var.name in self.par.written:
                     raise Unsupported(where, f"{var.name} read inside a loop over ids")
                 return self.view[var.name]
+            if var.name in self.layouts:
+                idx, coords = self.grid(var, e.index, e.axes, fn, where)
+                if e.check:
+                    self.check(z3.Or(*[c < 0 for c in coords]), f"{var.name}[...]: not an id",
+                               fn, e.line)
+                return self.read_grid(var, idx, coords, where)
             idx = self.indices(var, e.index, fn, where)
             if e.check:
                 self.check(z3.Or(*[z3.Not(self.sorts.real(i)) for i in idx]),
@@ -650,6 +703,8 @@ class ParamExec:
             return self.read(var, idx, where)
         if isinstance(e, ir.VecOf):
             var = e.var
+            if var.name in self.layouts:
+                return self.line(var, e, fn, where)
             if e.row is None:
                 return self.whole(var, where)
             row = self.ex(e.row, fn)
@@ -667,6 +722,8 @@ class ParamExec:
                 term = self.sorts.nil[elem.dim]
             elif isinstance(elem, ir.BoolT):
                 term = z3.BoolVal(bool(val))
+            elif isinstance(elem, ir.RefT) and elem.dim in self.spaces:
+                term = z3.IntVal(int(val))
             elif isinstance(elem, ir.RefT):
                 raise Unsupported(where, "a literal id")
             else:
@@ -733,6 +790,9 @@ class ParamExec:
             return Vec(a.dim, lambda x, a=a, b=b: z3.Or(a.at(x), b.at(x)))
         if isinstance(e, ir.Reduce):
             m = self.vec(self.ex(e.mask, fn), where)
+            if m.dim in self.spaces:  # a line over an index space: n elements, exact
+                return reduce_line(e.op, [m.at(z3.IntVal(i))
+                                          for i in range(self.spaces[m.dim])])
             if e.op == "count":
                 return Count(m, e.line)
             y = self.sorts.fresh(m.dim, "y")
@@ -812,7 +872,7 @@ class ParamExec:
     def fold(self, e: ir.Fold, fn: ir.Function, where: str) -> Any:
         f = self.f
         saved = f.env.get(e.var)
-        if isinstance(e.domain.ty, ir.RefT):
+        if isinstance(e.domain.ty, ir.RefT) and e.domain.ty.dim not in self.spaces:
             if e.op == "sum":
                 raise Unsupported(where, "a sum over ids (a count of ids as a number)")
             x = self.sorts.fresh(e.domain.ty.dim, e.var)

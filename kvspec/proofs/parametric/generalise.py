@@ -50,9 +50,16 @@ class Generalised:
 
 
 def slot_map(system: System) -> dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]]:
-    """Slot name (``phase[r0]``, ``page_inflight_by[2,r1]``) -> variable and ids."""
-    out: dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]] = {}
+    """Slot name (``phase[r0]``, ``page_inflight_by[2,r1]``) -> variable and ids. A
+    variable an index space splits maps each slot to the symbol of its index
+    (``failed[r1,0]`` -> ``failed@0`` at request 1; :mod:`.spaces`)."""
+    from kvspec.proofs.parametric.spaces import reading
+
+    split = reading(system)
+    out: dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]] = dict(split.slots)
     for v in system.schema.vars:
+        if v.name in split.layouts or any(w.name == v.name for w, _ in split.slots.values()):
+            continue
         for i in range(v.length):
             if v.dim == SCALAR:
                 ids: tuple[tuple[str, int], ...] = ()
@@ -188,6 +195,8 @@ class _Lifter:
         ids = [self._slot_ids(c) for c in conds]
         common = set.intersection(*ids)
         own = [i - common for i in ids]
+        if not any(own):  # the terms differ in index-space coordinates only (a count
+            return None   # over the ranks of one request): a finite sum, lifted as it is
         if not all(len(o) == 1 for o in own):
             raise NotLiftable("a count whose terms do not each name one id of their own")
         keys = [next(iter(o)) for o in own]

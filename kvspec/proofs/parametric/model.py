@@ -10,9 +10,11 @@ parametric step per action and the bad states of every property. Anything that
 stands in the way is an :class:`~kvspec.proofs.parametric.encode.Unsupported`
 naming the model line.
 
-Sizes that are not id spaces (``prefill_capacity``, ``max_need``) keep the values
-the system was compiled with: a proof is for every number of requests and pages
-at those values. ``len()`` of an id space, ranges bounded by the number of ids and
+Sizes that are not id spaces (``prefill_capacity``, ``max_need``, the size of a
+declared index space such as ``ranks``) keep the values the system was compiled
+with: a proof is for every number of requests and pages at those values. A
+variable over an index space is one symbol per index and an id of one is an int
+(:mod:`kvspec.proofs.parametric.spaces`). ``len()`` of an id space, ranges bounded by the number of ids and
 bounds computed by functions of the sizes are symbols
 (:mod:`kvspec.proofs.parametric.bounds`); order-dependent loops and loose counts
 are over-approximated, and the model lists where (``approximations``).
@@ -35,6 +37,7 @@ from kvspec.lang.check_stmt import CARRIES_LOCAL, STOPS_EARLY
 from kvspec.lang.types import PAGE, REQUEST
 from kvspec.proofs.parametric.bounds import ID_SPACES, Approximation, SizeSymbols
 from kvspec.proofs.parametric.encode import ParamExec, Step
+from kvspec.proofs.parametric.spaces import Reading, reading
 from kvspec.proofs.parametric.values import Sorts, Unsupported, View, var_dims
 
 
@@ -55,6 +58,8 @@ class ParamModel:
     symbolic: dict[str, tuple[z3.ArithRef, z3.ArithRef]] = field(default_factory=dict)
     #: where the reading is looser than the model (sound for invariants)
     approximations: list[Approximation] = field(default_factory=list)
+    #: the variables as read, those an index space splits included (spaces.Reading)
+    reading: Reading | None = None
 
     @property
     def fixed_sizes(self) -> dict[str, int]:
@@ -71,36 +76,6 @@ class ParamModel:
 
     def value_sort(self, v: VarInfo) -> z3.SortRef:
         return self.sorts.of_type(v.type)
-
-
-def _check_no_index_spaces(system: System) -> None:
-    """The parametric reading has sorts for requests and pages only: a variable indexed
-    by a declared index space (``ranks = Index(2)``) or holding one of its ids, or an
-    action parameter that is one, is rejected at its line. A space the model only
-    counts (``len(s.handles)``) keeps its size, like the other fixed sizes."""
-    spaces = {s.dim: s.name for s in system.loaded.decl.sizes
-              if s.dim is not None and s.dim not in (REQUEST, PAGE)}
-    if not spaces:
-        return
-
-    def uses(dim: str | None) -> str | None:
-        return next((n for d, n in spaces.items() if dim and d in dim.split("*")), None)
-
-    for v in system.schema.vars:
-        name = uses(v.dim) or uses(getattr(v.type, "ref_dim", None))
-        if name is not None:
-            raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
-                              f"{v.name} is indexed by or holds ids of the index space "
-                              f"{name!r} (the all-sizes engine has sorts for requests and "
-                              "pages only; check it at fixed sizes)")
-    for a in system.actions:
-        for n, t in a.params:
-            name = uses(getattr(t, "ref_dim", None))
-            if name is not None:
-                raise Unsupported(f"{a.ir.file}:{a.ir.line}",
-                                  f"parameter {n} of {a.name} is an id of the index space "
-                                  f"{name!r} (the all-sizes engine has sorts for requests "
-                                  "and pages only; check it at fixed sizes)")
 
 
 def id_size_names(system: System) -> dict[str, str]:
@@ -162,7 +137,7 @@ def parametric_model(system: System, *, bigger: System | None = None,
     depends on them (None: compiled here)."""
     derived = {s.name for s in system.loaded.decl.sizes if s.derived is not None}
     params = frozenset(params) | frozenset(n for n in derived if n in system.sizes)
-    _check_no_index_spaces(system)
+    state = reading(system)
     _check_symmetric(system)
     _check_size_constants(system, params)
     sizes = SizeSymbols(id_size_names(system), dict(system.sizes), params)
@@ -174,16 +149,17 @@ def parametric_model(system: System, *, bigger: System | None = None,
     if bigger is not None:
         _check_size_independent(system, bigger, symbolic, params)
     _check_no_size_functions(system)
-    vars_ = [v for v in system.schema.vars]
+    vars_ = state.vars
     _check_sort_graph(system, vars_)
     sorts = Sorts.make()
     symbols = make_symbols(sorts, vars_)
     init = _initial(system, sorts, vars_)
     model = ParamModel(system, sorts, vars_, symbols, init, sizes=sizes,
-                       symbolic={v.name: symbolic[v.name] for v in vars_ if v.name in symbolic})
+                       symbolic={v.name: symbolic[v.name] for v in vars_ if v.name in symbolic},
+                       reading=state)
     flags = {p.name: f"violated:{p.name}" for p in system.properties if p.flag is not None}
     by_name = {v.name: v for v in vars_}
-    ex = ParamExec(sorts, by_name, flags, sizes, symbolic)
+    ex = ParamExec(sorts, by_name, flags, sizes, symbolic, state)
     pre = model.pre_view()
     for a in system.actions:
         model.steps.append((a.name, ex.run_action(pre, a.ir, a.params, system.handlers)))
@@ -278,6 +254,8 @@ def _check_symmetric(system: System) -> None:
     """Ids must be interchangeable, except where a loop's order dependence is one the
     reading over-approximates (a carried local, ``break``)."""
     for dim, all_reasons in system.symmetry_breaks.items():
+        if dim not in (REQUEST, PAGE):
+            continue  # an index space's ids are read one by one (spaces.py)
         reasons = [r for r in all_reasons if not _over_approximated(r.partition(": ")[2])]
         if reasons:
             where, _, why = reasons[0].partition(": ")
@@ -330,8 +308,12 @@ def _constants(system: System, params: frozenset[str]) -> list[tuple[str, int, A
     out: list[tuple[str, int, Any]] = []
     seen: set[int] = set()
 
-    def index(var: VarInfo, e: ir.Expr, fn: ir.Function) -> None:
-        if var.dim not in (SCALAR, REQUEST, PAGE) and isinstance(e, ir.Arith) \
+    def index(var: VarInfo, e: ir.Expr, fn: ir.Function,
+              axes: tuple[ir.Expr, ir.Expr] | None) -> None:
+        if axes is not None:  # s.x[i, j]: the slot offset's strides are the sizes
+            for x in axes:
+                visit(x, fn)
+        elif var.dim not in (SCALAR, REQUEST, PAGE) and isinstance(e, ir.Arith) \
                 and isinstance(e.a, ir.Arith):
             visit(e.a.a, fn)
             visit(e.b, fn)
@@ -340,7 +322,7 @@ def _constants(system: System, params: frozenset[str]) -> list[tuple[str, int, A
 
     def visit(e: ir.Expr, fn: ir.Function) -> None:
         if isinstance(e, ir.Load) and e.index is not None:
-            index(e.var, e.index, fn)
+            index(e.var, e.index, fn, e.axes)
             return
         if isinstance(e, ir.VecOf) and e.row is not None:
             visit(e.row, fn)
@@ -363,7 +345,7 @@ def _constants(system: System, params: frozenset[str]) -> list[tuple[str, int, A
             if isinstance(st, ir.For) and not isinstance(st.domain.ty, ir.RefT):
                 out.append((fn.file, st.line, tuple(st.domain.values)))
             if isinstance(st, ir.Store) and st.index is not None:
-                index(st.var, st.index, fn)
+                index(st.var, st.index, fn, st.axes)
                 visit(st.value, fn)
                 continue
             for x in ir.stmt_exprs(st):
@@ -377,6 +359,14 @@ def _constants(system: System, params: frozenset[str]) -> list[tuple[str, int, A
     for hs in system.handlers.values():
         for h in hs:
             walk(h)
+    return out
+
+
+def _by_line(constants: list[tuple[str, int, Any]]) -> dict[tuple[str, int], list[Any]]:
+    """The constants of each model line, in order (lines in the order they first occur)."""
+    out: dict[tuple[str, int], list[Any]] = {}
+    for file, line, value in constants:
+        out.setdefault((file, line), []).append(value)
     return out
 
 
@@ -401,14 +391,11 @@ def _check_size_independent(system: System, bigger: System,
                     and f"{a.name}.{n}" not in symbolic:
                 raise Unsupported(f"{a.ir.file}:{a.ir.line}", f"the type of parameter {n} of "
                                   f"{a.name} depends on the number of ids ({ids})")
-    mine, theirs = _constants(system, params), _constants(bigger, params)
-    for x, y in zip(mine, theirs):
-        if x != y:
-            raise Unsupported(f"{x[0]}:{x[1]}", f"a value that depends on the number of ids "
-                                                f"({ids})")
-    if len(mine) != len(theirs):
-        raise Unsupported(system.loaded.file, f"the model's code depends on the number of ids "
-                                              f"({ids})")
+    mine, theirs = _by_line(_constants(system, params)), _by_line(_constants(bigger, params))
+    for where in list(mine) + [w for w in theirs if w not in mine]:
+        if mine.get(where) != theirs.get(where):  # the first line whose values differ
+            raise Unsupported(f"{where[0]}:{where[1]}", f"a value that depends on the number "
+                                                        f"of ids ({ids})")
 
 
 def _check_no_size_functions(system: System) -> None:

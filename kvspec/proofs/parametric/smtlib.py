@@ -1,7 +1,8 @@
 """The SMT-LIB2 text of an all-sizes invariant, written and read strictly.
 
 The text declares the two id sorts, their ``None`` elements and one function (or
-constant) per state variable — exactly the model's, with its sorts — and asserts
+constant) per state variable — exactly the model's, with its sorts; one per index of
+a variable over a declared index space (``failed@0``, ``failed@1``) — and asserts
 one quantified clause per ``assert``::
 
     (declare-sort Request 0)

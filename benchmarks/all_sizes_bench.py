@@ -2,7 +2,11 @@
 in ``models/`` and ``models/library/``, each in a fresh process. Prints one row per
 class: the properties that hold at the default size, how many of them are
 ``PROVED (all sizes …)``, the CPU seconds of the whole command, the lines read loosely,
-and for the rest the first reason the engine gives.
+the CPU seconds of ``kvspec check-proof`` of the all-sizes certificate it wrote (a
+fresh process, bytecode cached, as a user's re-check runs; wall time on an idle
+machine is about the same), and for the rest the first
+reason the engine gives. The run starts from a copy of ``proofs/`` (the stored
+size-specific certificates), so nothing in the repository is rewritten.
 
     python benchmarks/all_sizes_bench.py                 # every class, 100 s each
     python benchmarks/all_sizes_bench.py --timeout 60 --only lowest_free abort_release
@@ -14,8 +18,10 @@ import ast
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +43,19 @@ def model_classes(path: Path) -> list[str]:
 def survey(path: Path, cls: str, timeout: float) -> dict[str, Any]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's Python caches bytecode
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(
-        [sys.executable, "-m", "kvspec", "verify", str(path), "--model-class", cls,
-         "--engine", "all-sizes", "--timeout", str(timeout), "--json"],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout * 3 + 60)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryDirectory(prefix="kvspec-survey-") as tmp:
+        shutil.copytree(ROOT / "proofs", tmp, dirs_exist_ok=True)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        proc = subprocess.run(
+            [sys.executable, "-m", "kvspec", "verify", str(path), "--model-class", cls,
+             "--engine", "all-sizes", "--timeout", str(timeout), "--json", "--save-proof",
+             "--proofs-dir", tmp],
+            capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout * 3 + 60)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        recheck = _recheck(path, cls, Path(tmp), env)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     row: dict[str, Any] = {"file": path.relative_to(ROOT / "models").as_posix(), "class": cls,
-                           "cpu": cpu, "rc": proc.returncode}
+                           "cpu": cpu, "rc": proc.returncode, "recheck": recheck}
     try:
         doc = json.loads(proc.stdout)
     except ValueError:
@@ -60,6 +70,21 @@ def survey(path: Path, cls: str, timeout: float) -> dict[str, Any]:
     row["loose"] = len(extra.get("approximations", []))
     row["why_not"] = "" if row["all_sizes"] == len(holding) else _why(holding, extra)
     return row
+
+
+def _recheck(path: Path, cls: str, proofs: Path, env: dict[str, str]) -> float | None:
+    """CPU seconds of ``check-proof`` of the all-sizes certificate the run wrote (None:
+    it wrote none, or the certificate did not re-check)."""
+    certs = sorted(proofs.glob(f"{path.stem}.{cls}.*requests=all*.json"))
+    if not certs:
+        return None
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run([sys.executable, "-m", "kvspec", "check-proof", str(certs[0]),
+                           str(path), "--model-class", cls],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu if proc.returncode == 0 else None
 
 
 def _why(holding: list[dict[str, Any]], extra: dict[str, Any]) -> str:
@@ -80,7 +105,7 @@ def main() -> None:
                                                           .glob("*.py"))
     rows = []
     print(f"{'model':34} {'class':32} {'hold':>4} {'unkn':>4} {'all':>4} {'loose':>5} "
-          f"{'CPU s':>7}  why not")
+          f"{'CPU s':>7} {'check':>6}  why not")
     for path in files:
         if args.only and path.stem not in args.only:
             continue
@@ -91,10 +116,18 @@ def main() -> None:
             print(f"{row['file']:34} {cls:32} {row.get('holding', '-'):>4} "
                   f"{row.get('unknown', '-'):>4} {row.get('all_sizes', '-'):>4} "
                   f"{row.get('loose', '-'):>5} "
-                  f"{row['cpu']:7.1f}  {why[:110]}", flush=True)
+                  f"{row['cpu']:7.1f} {_seconds(row['recheck']):>6}  {why[:110]}", flush=True)
     done = sum(1 for r in rows if r.get("holding") and r.get("all_sizes") == r["holding"])
     print(f"\n{done} of {sum(1 for r in rows if r.get('holding'))} classes with holding "
           "properties: every one PROVED (all sizes)")
+    checks = [r["recheck"] for r in rows if r.get("recheck") is not None]
+    if checks:
+        print(f"check-proof of the {len(checks)} all-sizes certificates: "
+              f"{min(checks):.2f}-{max(checks):.2f} s CPU")
+
+
+def _seconds(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
 
 
 if __name__ == "__main__":

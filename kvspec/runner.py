@@ -192,12 +192,11 @@ def run_engine(system: System, engine: str = "auto", *, depth: int = 30,
     if engine != "auto":
         raise ValueError(f"unknown engine {engine!r} (one of {', '.join(ENGINES)})")
     from kvspec.engines.auto import run_auto
-    from kvspec.proofs.parametric.engine import mark_all_sizes
-    return mark_all_sizes(run_auto(
+    return run_auto(
         system, timeout=timeout, max_states=max_states, symmetry=symmetry,
         save_proof=save_proof, proofs_dir=proofs_dir, progress=progress,
         backend=search.backend if search.backend is not None else "python",
-        warn=search.warn))
+        warn=search.warn)
 
 
 def run(system: System, engine: str = "auto", *, depth: int = 30, timeout: float | None = None,

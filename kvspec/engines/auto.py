@@ -1,8 +1,9 @@
 """The default engine: a portfolio, cheapest conclusive method first.
 
-1. **Certificate** — if the stored certificate for this model class and sizes
-   (:func:`kvspec.proofs.certificate.certificate_path`) exists for this exact model
-   version and re-checks, its properties are PROVED (certificate re-checked).
+1. **Certificate** — the stored certificates of this model class: an all-sizes one
+   (:func:`kvspec.proofs.certificate.all_sizes_paths`) first, then the one for these
+   sizes (:func:`kvspec.proofs.certificate.certificate_path`); the properties of one
+   that re-checks are PROVED (certificate re-checked[, all sizes]).
 2. **Exhaustive explicit search** when the state space is small: it runs until it has
    explored every reachable state or ``min(SMALL_STATES, SMALL_WORK / instances)``
    states (50,000, and 2.5 million step-function calls), and while symmetry
@@ -48,7 +49,9 @@ from kvspec.engines.explicit import (TIMEOUT, OutOfTime, check_count, check_time
                                      time_limit)
 from kvspec.engines.transition import python_handles_ctrl_c
 from kvspec.lang.system import Property, System
-from kvspec.proofs.certificate import certificate_path, check_certificate
+from kvspec.proofs.certificate import KIND_ALL_SIZES, all_sizes_paths, certificate_path, \
+    check_certificate
+from kvspec.proofs.parametric.engine import ALL_SIZES
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
 
 if TYPE_CHECKING:
@@ -125,20 +128,28 @@ def run_auto(system: System, *, timeout: float | None, max_states: int | None, s
 
 def _certificate(system: System, proofs_dir: Path, verdicts: dict[str, Verdict],
                  stages: list[dict[str, Any]], deadline: Deadline) -> None:
-    """1. A stored certificate for this exact model, re-checked."""
-    path = certificate_path(system, proofs_dir)
-    if not path.exists():
-        return
-    t0 = time.monotonic()
-    with time_limit(deadline, "the certificate check"), python_handles_ctrl_c():
-        check = check_certificate(path, system)
-    stages.append({"stage": "certificate", "path": str(path), "ok": check.ok,
-                   "seconds": round(time.monotonic() - t0, 3), "problems": check.problems})
-    if check.ok:
-        names = {p.name for p in system.properties}
-        for name in check.properties:
-            if name in names:
-                verdicts[name] = Verdict(name, Status.PROVED, "certificate re-checked")
+    """1. The stored certificates for this model, re-checked: an all-sizes one first
+    (its proofs say more), then the size-specific one for what is still open."""
+    own = certificate_path(system, proofs_dir)
+    paths = [p for p in all_sizes_paths(system, proofs_dir) if p != own]
+    if own.exists():
+        paths.append(own)
+    names = {p.name for p in system.properties}
+    for path in paths:
+        if names <= set(verdicts):
+            return
+        t0 = time.monotonic()
+        with time_limit(deadline, "the certificate check"), python_handles_ctrl_c():
+            check = check_certificate(path, system)
+        stages.append({"stage": "certificate", "path": str(path), "ok": check.ok,
+                       "seconds": round(time.monotonic() - t0, 3),
+                       "problems": check.problems})
+        if check.ok:
+            every = check.kind == KIND_ALL_SIZES
+            for name in check.properties:
+                if name in names and name not in verdicts:
+                    verdicts[name] = Verdict(name, Status.PROVED, "certificate re-checked",
+                                             ALL_SIZES if every else "")
 
 
 def _quick_bmc(system: System, pending: list[Property], verdicts: dict[str, Verdict],

@@ -53,7 +53,7 @@ from kvspec.props import library
 __all__ = [
     "CERT_FORMAT", "CertificateCheck", "CertificateDocument", "CertificateError",
     "CounterexampleToInduction", "Invariant", "KIND_ALL_SIZES", "KIND_SIZE_SPECIFIC",
-    "certificate_name", "certificate_path", "size_specific_path",
+    "all_sizes_paths", "certificate_name", "certificate_path", "size_specific_path",
     "check_certificate", "cti_trace", "invariant_digest", "library_sha256", "load_certificate",
     "load_invariant", "parse_document", "verify_invariant", "write_certificate",
 ]
@@ -97,13 +97,22 @@ def certificate_path(system: System, proofs_dir: Path | None = None) -> Path:
     own = size_specific_path(system, proofs_dir)
     if own.exists():
         return own
+    every = all_sizes_paths(system, proofs_dir)
+    return every[0] if every else own
+
+
+def all_sizes_paths(system: System, proofs_dir: Path | None = None) -> list[Path]:
+    """The all-sizes certificates of the model that cover ``system``'s sizes, the one
+    covering every value of the other size parameters first."""
     from kvspec.proofs.parametric.engine import all_sizes_name, is_all_sizes
     from kvspec.proofs.parametric.model import symbolic_params
+    where = size_specific_path(system, proofs_dir).parent
+    out = []
     for params in (symbolic_params(system), []):
-        every = own.parent / all_sizes_name(system, params)
-        if is_all_sizes(every):
-            return every
-    return own
+        every = where / all_sizes_name(system, params)
+        if every not in out and is_all_sizes(every):
+            out.append(every)
+    return out
 
 
 # -- writing --------------------------------------------------------------------------------

@@ -347,17 +347,6 @@ def _size_specific(system: System, timeout: float | None, save_proof: bool, proo
     return verdicts, clauses, extra
 
 
-def mark_all_sizes(outcome: EngineOutcome) -> EngineOutcome:
-    """``auto``: say so when the certificate it re-checked is an all-sizes one."""
-    stages = outcome.stats.extra.get("auto", [])
-    for st in stages:
-        if st.get("stage") == "certificate" and st.get("ok") and is_all_sizes(st.get("path")):
-            for v in outcome.verdicts:
-                if v.method == "certificate re-checked" and v.status is Status.PROVED:
-                    v.detail = ALL_SIZES
-    return outcome
-
-
 def is_all_sizes(path: Any) -> bool:
     """Whether ``path`` is a file holding an all-sizes certificate."""
     try:

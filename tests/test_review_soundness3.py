@@ -63,3 +63,136 @@ def test_a_model_error_at_more_requests_is_not_proved_for_every_size(
     (v,) = res.verdicts
     assert not (v.status is Status.PROVED and v.method == "all sizes"), v.detail
     assert "model error may be reachable" in v.detail and "m.py:" in v.detail, v.detail
+
+
+# every kind of element, line and masked access over index spaces whose concrete run can
+# stop with an error (an index beyond the space, a value outside the type)
+ERRORS = '''
+from kvspec import Int, Model, Page, Pages, Ranks, Request, Requests, Slots, action, require, var
+
+
+class E(Model):
+    properties = ()
+    requests = Requests(2)
+    pages = Pages(2)
+    ranks = Ranks(3)
+    slots = Slots(2)
+    c = var(Int(0, 4), init=0)
+    g = requests.by(ranks).var(Int(0, 2), init=0)
+    q = ranks.by(requests).var(Int(0, 2), init=0)
+    w = slots.by(ranks).var(Int(0, 2), init=0)
+    h = ranks.var(Int(0, 2), init=0)
+    lead = requests.var(ranks.optional, init=None)
+    cur = var(ranks.optional, init=None)
+    rank = pages.var(ranks.id, init=0)
+    pr = pages.by(ranks).var(bool, init=False)
+
+    @action
+    def element(s, r: Request, k: ranks.id):
+        s.g[r, k] = s.g[r, k] + 1
+
+    @action
+    def line(s, r: Request):
+        s.g[r, :] = s.c
+
+    @action
+    def column(s, k: ranks.id):
+        s.q[k, :] = s.c
+
+    @action
+    def masked(s):
+        s.h[s.h >= 1] = s.c
+
+    @action
+    def write_at_int(s):
+        s.h[s.c] = 1
+
+    @action
+    def read_at_int(s):
+        require(s.h[s.c] == 0)
+        s.c = 0
+
+    @action
+    def carried(s, r: Request):
+        t = 0
+        for k in s.ranks:
+            t = t + s.g[r, k]
+        s.c = t
+
+    @action
+    def at_page_rank(s, p: Page):
+        s.h[s.rank[p]] = s.c
+
+    @action
+    def slot_line(s, j: slots.id):
+        s.w[j, :] = s.c
+
+    @action
+    def optional(s, r: Request, k: ranks.id):
+        s.lead[r] = k
+        s.cur = s.lead[r]
+
+    @action
+    def counted(s):
+        s.c = (s.h >= 1).count() + s.c
+
+    @action
+    def summed(s, r: Request):
+        s.c = sum(s.g[r, k] for k in s.ranks)
+
+    @action
+    def rank_of_int(s, p: Page):
+        s.pr[p, :] = s.c >= 1
+        s.rank[p] = s.c
+
+    @action
+    def over_requests(s, r2: Request):
+        for r in s.requests:
+            s.g[r, 1] = s.c
+'''
+
+
+def test_every_concrete_model_error_over_index_spaces_is_a_parametric_one(
+        tmp_path: Path) -> None:
+    """At random states, an action instance whose concrete step stops with a model error
+    is one whose parametric step may report one (else the all-sizes reading could prove
+    what the concrete run reports as an error)."""
+    import random
+
+    import z3
+
+    from kvspec.proofs.parametric.model import parametric_model
+    from test_all_sizes import _finite_universe, _slots, _term
+
+    path = tmp_path / "errors.py"
+    path.write_text(ERRORS)
+    system = compile_model(load_model(path))
+    model = parametric_model(system)
+    universe, ids = _finite_universe(model, system)
+    assert model.sizes is not None
+    universe += [t == model.sizes.values[n] for n, t in model.sizes.terms.items()]
+    universe += model.axioms
+    rng = random.Random(1)
+    names = [a.name for a in system.actions]
+    errors, missed = 0, []
+    for _ in range(40):
+        state = tuple(rng.choice(t.domain()) for t in system.slot_types())
+        pre = [term == _term(model, ids, t, state[k])
+               for k, t, term in _slots(model, system, ids, model.pre_view())]
+        for inst in rng.sample(system.instances, 10):
+            try:
+                system.step(state, inst)
+                continue
+            except ModelError as exc:
+                message = str(exc)
+            step = model.steps[names.index(inst.name)][1]
+            s = z3.Solver()
+            s.add(*universe, *pre, *step.param_ok)
+            s.add(*[c == _term(model, ids, t, val) for val, (_, t), c
+                    in zip(inst.args, inst.action.params, step.params)])
+            s.add(z3.Or(*[c for c, _ in step.errors]) if step.errors else z3.BoolVal(False))
+            errors += 1
+            if s.check() != z3.sat:
+                missed.append(f"{inst.label()}: {message}")
+    assert errors >= 20
+    assert not missed, missed

@@ -334,14 +334,14 @@ class ParamExec(GridAccess):
             var = st.var
             mask = self.vec(self.ex(st.mask, fn), where)
             value = self.value_for(self.ex(st.value, fn), var.type, where)
+            if st.check_value:  # whatever the mask, as the concrete run checks it
+                self.check(not_(self.in_type(value, var.type, var.name)),
+                           f"write {var.name}[mask] = <value>: outside its type", fn, st.line)
             if var.name in self.layouts:
                 self.mask_store_line(var, mask, value, where)
                 return
             if len(var_dims(var)) != 1:
                 raise Unsupported(where, f"a masked assignment to {var.name}")
-            if st.check_value:
-                self.check(not_(self.in_type(value, var.type, var.name)),
-                           f"write {var.name}[mask] = <value>: outside its type", fn, st.line)
             old = self.view[var.name]
             g = f.g
             self.view[var.name] = lambda x, old=old, g=g, m=mask, v=value: \
@@ -463,7 +463,7 @@ class ParamExec(GridAccess):
         if var.name in self.layouts:
             idx, coords = self.grid(var, st.index, st.axes, fn, where)
             if st.check_index:
-                self.check(z3.Or(*[c < 0 for c in coords]), f"write {var.name}[...]: not an id",
+                self.check(self.outside(var, coords), f"write {var.name}[...]: not an index",
                            fn, st.line)
             lay = self.layouts[var.name]
             for key, part in lay.parts.items():
@@ -693,7 +693,7 @@ class ParamExec(GridAccess):
             if var.name in self.layouts:
                 idx, coords = self.grid(var, e.index, e.axes, fn, where)
                 if e.check:
-                    self.check(z3.Or(*[c < 0 for c in coords]), f"{var.name}[...]: not an id",
+                    self.check(self.outside(var, coords), f"{var.name}[...]: not an index",
                                fn, e.line)
                 return self.read_grid(var, idx, coords, where)
             idx = self.indices(var, e.index, fn, where)

@@ -181,6 +181,13 @@ class GridAccess:
         values = [self.ex(x, fn) for x in exprs]  # type: ignore[attr-defined]
         return [values[k] for k in lay.ids], [values[k] for k in lay.index]
 
+    def outside(self, var: VarInfo, coords: list[z3.ExprRef]) -> z3.BoolRef:
+        """Some index term of ``coords`` is not an index of its space (``None``, or an
+        int beyond ``n-1``): the concrete run stops there with an error."""
+        lay = self.layouts[var.name]
+        sizes = [self.spaces[var.axes[k]] for k in lay.index]
+        return z3.Or(*[z3.Or(c < 0, c > n - 1) for c, n in zip(coords, sizes)])
+
     def read_grid(self, var: VarInfo, idx: list[z3.ExprRef], coords: list[z3.ExprRef],
                   where: str) -> z3.ExprRef:
         par = self.par

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import z3
 
 from kvspec.lang.system import System
+from kvspec.proofs.parametric.counts import uncounted_reasons
 from kvspec.proofs.parametric.values import Unsupported
 from kvspec.proofs.parametric.generalise import QClause, enum_siblings, generalise, \
     size_variants
@@ -54,6 +55,8 @@ class AllSizesProof:
     clauses: list[QClause] = field(default_factory=list)
     proved: list[str] = field(default_factory=list)
     why_not: str = ""  # why nothing (more) was proved for every size
+    #: property -> why it in particular was not (a count its proof needed did not lift)
+    why_not_for: dict[str, str] = field(default_factory=dict)
     rejected: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -82,9 +85,11 @@ def all_sizes_name(system: System, params: Iterable[str] = ()) -> str:
 
 def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
                     properties: list[str], *, deadline: float | None = None,
-                    params: Iterable[str] = ()) -> AllSizesProof:
+                    params: Iterable[str] = (),
+                    needs: dict[str, list[str]] | None = None) -> AllSizesProof:
     """Steps 2-4 (module docstring) from size-specific ``(formula, label)`` clauses;
-    ``params``: the size parameters besides requests and pages to prove every value of."""
+    ``params``: the size parameters besides requests and pages to prove every value of;
+    ``needs``: the clauses each property needed at its size (labels), when known."""
     start = time.monotonic()
     out = AllSizesProof()
     try:
@@ -131,8 +136,11 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
         out.why_not = ("the generalised invariant does not exclude their violations for every "
                        "size" + (f" ({len(out.dropped)} clauses were not inductive for every "
                                  "size)" if out.dropped else ""))
+    out.why_not_for = uncounted_reasons(system, gen.counts, needs, missing)
     if missing and model.approximations:
-        out.why_not += "; read loosely: " + "; ".join(out.approximations)
+        loosely = "; read loosely: " + "; ".join(out.approximations)
+        out.why_not += loosely
+        out.why_not_for = {k: v + loosely for k, v in out.why_not_for.items()}
     out.seconds = time.monotonic() - start
     return out
 
@@ -234,13 +242,14 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
         progress(0, 0, time.monotonic() - start, "all sizes")
     holding = [p for p in props if verdicts[p].status in (Status.PROVED, Status.HOLDS)]
     proof = AllSizesProof(why_not="no size-specific invariant to generalise")
+    needs = _needs(extra)
     if clauses and holding:
-        proof = prove_all_sizes(system, clauses, holding, deadline=deadline)
+        proof = prove_all_sizes(system, clauses, holding, deadline=deadline, needs=needs)
         params = symbolic_params(system)
         if params and proof.proved and sorted(proof.proved) == sorted(holding):
             # every number of ids at these other sizes: try every value of them too
             wider = prove_all_sizes(system, clauses, holding, deadline=deadline,
-                                    params=params)
+                                    params=params, needs=needs)
             extra["every_value_of"] = {"sizes": params, "proved": wider.proved,
                                        "why_not": wider.why_not}
             if sorted(wider.proved) == sorted(proof.proved):
@@ -265,15 +274,26 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
                                      f"{'' if len(proof.clauses) == 1 else 's'}{loose}{note}")
         elif verdicts[name].status is not Status.VIOLATED and proof.why_not:
             v = verdicts[name]
-            v.detail = "; ".join(x for x in (v.detail, f"not for all sizes: {proof.why_not}") if x)
+            why = proof.why_not_for.get(name, proof.why_not)
+            v.detail = "; ".join(x for x in (v.detail, f"not for all sizes: {why}") if x)
     extra["all_sizes"] = {"proved": proof.proved, "clauses": len(proof.clauses),
                           "seconds": round(proof.seconds, 3), "queries": proof.queries,
                           "not_generalised": proof.rejected, "not_inductive": proof.dropped,
                           "approximations": proof.approximations,
-                          "why_not": proof.why_not}
+                          "why_not": proof.why_not, "why_not_for": proof.why_not_for}
     stats = Stats(seconds=time.monotonic() - start)
     stats.extra["all-sizes"] = extra
     return EngineOutcome([verdicts[p] for p in props], stats, KIND_ALL_SIZES)
+
+
+def _needs(extra: dict[str, Any]) -> dict[str, list[str]] | None:
+    """The clauses (labels) each property needed in the size-specific proof PDR just
+    found; None when it came from a stored certificate (which does not record them)."""
+    pdr = extra.get("pdr")
+    if not isinstance(pdr, dict):
+        return None
+    found = pdr.get("needs", pdr.get("inference", {}).get("needs"))
+    return found if isinstance(found, dict) else None
 
 
 def _size_specific(system: System, timeout: float | None, save_proof: bool, proofs_dir: Path,

@@ -34,6 +34,15 @@ class NotLiftable(Exception):
     """An instance that has no parametric reading (the reason is the message)."""
 
 
+class CountNotLiftable(NotLiftable):
+    """A count of ids the quantified clauses cannot state (a count compared with a
+    value other than 0 or 1, a sum of counts); ``names``: the variables counted."""
+
+    def __init__(self, message: str, names: list[str]) -> None:
+        super().__init__(message)
+        self.names = names
+
+
 @dataclass
 class QClause:
     """A universally quantified clause over the parametric state."""
@@ -47,6 +56,8 @@ class QClause:
 class Generalised:
     clauses: list[QClause] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)  # why a clause did not generalise
+    #: the clauses rejected for a count they hold: (label, reason, variables counted)
+    counts: list[tuple[str, str, list[str]]] = field(default_factory=list)
 
 
 def slot_map(system: System) -> dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]]:
@@ -114,6 +125,7 @@ class _Lifter:
         counted = self.at_most(t)
         if counted is not None:
             return counted
+        self.no_count(t)
         d = t.decl()
         kind = d.kind()
         if kind == z3.Z3_OP_UNINTERPRETED and t.num_args() == 0:
@@ -183,6 +195,11 @@ class _Lifter:
             return None
         k = b.as_long() - (1 if op == "<" else 0)
         if op not in ("<=", "<", "==") or k not in (0, 1) or (op == "==" and k != 0):
+            counted = self.counted(a)
+            if counted is not None:
+                raise CountNotLiftable(f"a count over every {counted[0]} compared with "
+                                       f"{b.as_long()} (only 'at most none' and 'at most "
+                                       "one' lift)", counted[1])
             raise NotLiftable("a count of ids other than 'at most none' or 'at most one'")
         conds = [x.arg(0) for x in addends]
         ids = [self._slot_ids(c) for c in conds]
@@ -209,6 +226,51 @@ class _Lifter:
         pre = [self.sorts.real(y) for y in ys] + ([z3.Distinct(*ys)] if k else [])
         body = z3.Not(phi) if k == 0 else z3.Not(z3.And(phi, z3.substitute(phi, (ys[0], ys[1]))))
         return z3.ForAll(ys, z3.Implies(z3.And(*pre), body))
+
+    def no_count(self, t: z3.ExprRef) -> None:
+        """Raise CountNotLiftable when ``t`` is a count (or a sum of counts) over every
+        id of one space: read one addend at a time it would become a clause about some
+        ids, not the count (and be rejected as not uniform, with no word of the count)."""
+        counted = self.counted(t)
+        if counted is None:
+            return
+        dim, names, several = counted
+        what = "a sum of counts" if several else "a count"
+        raise CountNotLiftable(f"{what} over every {dim} ({', '.join(names)}) used as a "
+                               "number, which the all-sizes reading cannot state", names)
+
+    def counted(self, t: z3.ExprRef) -> tuple[str, list[str], bool] | None:
+        """(space, variables counted, whether several counts) when ``t`` is a sum of
+        ``ite(φ, 1, 0)`` each naming one id of one space and together every id of it
+        the same number of times; None otherwise."""
+        if not z3.is_app(t) or not z3.is_int(t):
+            return None
+        addends = list(t.children()) if z3.is_add(t) else [t]
+        if not all(z3.is_app_of(x, z3.Z3_OP_ITE) and z3.is_int_value(x.arg(1))
+                   and x.arg(1).as_long() == 1 and z3.is_int_value(x.arg(2))
+                   and x.arg(2).as_long() == 0 for x in addends):
+            return None
+        from kvspec.proofs.clauses import CertificateError, term_constants
+
+        try:
+            ids = [self._slot_ids(x.arg(0)) for x in addends]
+            read = [term_constants(x.arg(0), self.known)[0] for x in addends]
+        except (KeyError, CertificateError):
+            return None
+        common = set.intersection(*ids)
+        own = [i - common for i in ids]
+        if not all(len(o) == 1 for o in own):
+            return None
+        keys = [next(iter(o)) for o in own]
+        dim = keys[0][0]
+        n = self.counts.get(dim, -1)
+        if n <= 0 or any(d != dim for d, _ in keys) or len(keys) % n:
+            return None
+        times = len(keys) // n
+        if sorted(k for _, k in keys) != sorted(list(range(n)) * times):
+            return None
+        names = sorted({self.slots[name][0].name for r in read for name in r})
+        return dim, names, times > 1
 
     def _slot_ids(self, t: z3.ExprRef) -> set[tuple[str, int]]:
         """The ids named by the state slots ``t`` reads."""
@@ -264,6 +326,8 @@ def generalise(system: System, sorts: Sorts, symbols: dict[str, Any],
                 lifted.append((q, tuple(k for _, k in lifter.order), per_dim))
         except NotLiftable as exc:
             out.rejected.append(f"clause {index} ({label}): {exc}")
+            if isinstance(exc, CountNotLiftable):
+                out.counts.append((label, str(exc), exc.names))
             continue
         for q, binding, per_dim in lifted:
             key = q.sexpr()

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import z3
 
 from kvspec.lang.system import System
+from kvspec.proofs.parametric.cardinality import CountReadings, ghosts_in, with_counts
 from kvspec.proofs.parametric.counts import uncounted_reasons
 from kvspec.proofs.parametric.values import Unsupported
 from kvspec.proofs.parametric.generalise import QClause, enum_siblings, generalise, \
@@ -98,8 +99,10 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
         out.why_not = str(exc)
         out.seconds = time.monotonic() - start
         return out
+    readings = CountReadings(model)
+    gen = generalise(system, model.sorts, model.symbols, clauses, readings)
+    model = with_counts(model, list(readings.ghosts.values()))
     out.model = model
-    gen = generalise(system, model.sorts, model.symbols, clauses)
     out.rejected = gen.rejected
     lifted = list(gen.clauses)
     candidates = lifted + property_clauses(model)
@@ -222,6 +225,7 @@ def recheck(system: System, smtlib2: str, readable: list[str] | None, properties
     bounds each query. Raises CertificateError when the text cannot be read,
     Unsupported when the model has no parametric reading."""
     model = parametric_model(system, params=params_of(system, smtlib2))
+    model = with_counts(model, ghosts_in(model, smtlib2))
     clauses = parse(smtlib2, model, readable)
     res = check_invariant(model, clauses, properties, houdini=False, timeout=timeout)
     return res, len(clauses)

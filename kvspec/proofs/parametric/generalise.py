@@ -86,8 +86,10 @@ class _Lifter:
     def __init__(self, sorts: Sorts, symbols: dict[str, Any],
                  slots: dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]],
                  counts: dict[str, int] | None = None,
-                 known: dict[str, str] | None = None) -> None:
+                 known: dict[str, str] | None = None, readings: Any = None) -> None:
         self.sorts = sorts
+        #: where counts over every page become ghost counts (a CountReadings), if anywhere
+        self.readings = readings
         self.symbols = symbols
         self.slots = slots
         self.counts = counts or {}
@@ -125,7 +127,9 @@ class _Lifter:
         counted = self.at_most(t)
         if counted is not None:
             return counted
-        self.no_count(t)
+        ghost = self.count_term(t)
+        if ghost is not None:
+            return ghost
         d = t.decl()
         kind = d.kind()
         if kind == z3.Z3_OP_UNINTERPRETED and t.num_args() == 0:
@@ -196,6 +200,8 @@ class _Lifter:
         k = b.as_long() - (1 if op == "<" else 0)
         if op not in ("<=", "<", "==") or k not in (0, 1) or (op == "==" and k != 0):
             counted = self.counted(a)
+            if counted is not None and self.readings is not None and counted[0] == PAGE:
+                return None  # compared as a number, a ghost count (count_term)
             if counted is not None:
                 raise CountNotLiftable(f"a count over every {counted[0]} compared with "
                                        f"{b.as_long()} (only 'at most none' and 'at most "
@@ -227,17 +233,55 @@ class _Lifter:
         body = z3.Not(phi) if k == 0 else z3.Not(z3.And(phi, z3.substitute(phi, (ys[0], ys[1]))))
         return z3.ForAll(ys, z3.Implies(z3.And(*pre), body))
 
-    def no_count(self, t: z3.ExprRef) -> None:
-        """Raise CountNotLiftable when ``t`` is a count (or a sum of counts) over every
-        id of one space: read one addend at a time it would become a clause about some
-        ids, not the count (and be rejected as not uniform, with no word of the count)."""
+    def count_term(self, t: z3.ExprRef) -> z3.ArithRef | None:
+        """When ``t`` is a count (or a sum of counts) over every id of one space: its
+        ghost counts (:mod:`kvspec.proofs.parametric.cardinality`) where the lifter has
+        them, else CountNotLiftable — read one addend at a time it would become a clause
+        about some ids, not the count. None: not a count."""
         counted = self.counted(t)
         if counted is None:
-            return
+            return None
         dim, names, several = counted
         what = "a sum of counts" if several else "a count"
-        raise CountNotLiftable(f"{what} over every {dim} ({', '.join(names)}) used as a "
-                               "number, which the all-sizes reading cannot state", names)
+        if self.readings is None or dim != PAGE:
+            raise CountNotLiftable(f"{what} over every {dim} ({', '.join(names)}) used as "
+                                   "a number, which the all-sizes reading cannot state", names)
+        from kvspec.proofs.parametric.cardinality import NotCountable
+
+        try:
+            return self.ghost_sum(t, dim)
+        except (NotCountable, NotLiftable) as exc:
+            raise CountNotLiftable(f"{what} over every {dim} ({', '.join(names)}) that is "
+                                   f"not a ghost count: {exc}", names) from None
+
+    def ghost_sum(self, t: z3.ExprRef, dim: str) -> z3.ArithRef:
+        """The counts of ``t`` (a sum of ``ite(φ(p_i), 1, 0)``, :meth:`counted`) as ghost
+        counts: the addends grouped by their condition on one page, each group over
+        every page once."""
+        addends = list(t.children()) if z3.is_add(t) else [t]
+        ids = [self._slot_ids(x.arg(0)) for x in addends]
+        common = set.intersection(*ids)
+        keys = [next(iter(i - common)) for i in ids]
+        y = z3.Const(f"{dim[0]}count", self.sorts.sort[dim])
+        groups: dict[str, tuple[z3.BoolRef, list[int]]] = {}
+        for key, x in zip(keys, addends):
+            self.ids[key] = y
+            try:
+                phi = self.lift(x.arg(0))
+            finally:
+                del self.ids[key]
+            groups.setdefault(phi.sexpr(), (phi, []))[1].append(key[1])
+        vars_ = {v.get_id(): (d, v) for (d, _), v in self.ids.items()}
+        terms = []
+        for phi, ns in groups.values():
+            if sorted(ns) != list(range(self.counts.get(dim, -1))):
+                raise NotLiftable("a sum whose terms are not one condition on each page")
+            free = {vars_[c.get_id()] for c in _constants(phi) if c.get_id() in vars_}
+            if any(d != REQUEST for d, _ in free) or len(free) > 1:
+                raise NotLiftable("a count whose condition names another page or request")
+            request = next(iter(free))[1] if free else None
+            terms.append(self.readings.term(phi, y, request))
+        return terms[0] if len(terms) == 1 else z3.Sum(*terms)
 
     def counted(self, t: z3.ExprRef) -> tuple[str, list[str], bool] | None:
         """(space, variables counted, whether several counts) when ``t`` is a sum of
@@ -280,6 +324,20 @@ class _Lifter:
         return {i for n in names for i in self.slots[n][1]}
 
 
+def _constants(t: z3.ExprRef) -> list[z3.ExprRef]:
+    """The uninterpreted constants of a quantifier-free term."""
+    out, stack, seen = [], [t], set()
+    while stack:
+        x = stack.pop()
+        if x.get_id() in seen or not z3.is_app(x):
+            continue
+        seen.add(x.get_id())
+        if x.num_args() == 0 and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out.append(x)
+        stack.extend(x.children())
+    return out
+
+
 def _short(t: z3.ExprRef, limit: int = 80) -> str:
     text = " ".join(t.sexpr().split())
     return text if len(text) <= limit else text[:limit] + " …"
@@ -302,8 +360,10 @@ def pieces(f: z3.BoolRef) -> list[z3.BoolRef]:
 
 
 def generalise(system: System, sorts: Sorts, symbols: dict[str, Any],
-               clauses: list[tuple[z3.BoolRef, str]]) -> Generalised:
-    """Lift the size-specific ``(formula, label)`` clauses (module docstring)."""
+               clauses: list[tuple[z3.BoolRef, str]], readings: Any = None) -> Generalised:
+    """Lift the size-specific ``(formula, label)`` clauses (module docstring);
+    ``readings``: a :class:`~kvspec.proofs.parametric.cardinality.CountReadings` to read
+    counts over every page as ghost counts (None: such clauses are rejected)."""
     slots = slot_map(system)
     known = slot_sorts(slots)
     counts = system.schema.counts
@@ -314,7 +374,7 @@ def generalise(system: System, sorts: Sorts, symbols: dict[str, Any],
         try:
             lifted = []
             for piece in pieces(formula):
-                lifter = _Lifter(sorts, symbols, slots, counts, known)
+                lifter = _Lifter(sorts, symbols, slots, counts, known, readings)
                 body = lifter.lift(piece)
                 if not z3.is_bool(body):
                     raise NotLiftable("not a Boolean clause")

@@ -14,8 +14,8 @@ finite sets of pages in every state and across every step, whatever φ is:
 
 * range: ``0 <= count(r) <= size.pages`` (``size.pages`` the number of pages);
 * emptiness: ``count(r) >= 1`` exactly when some page satisfies φ;
-* subset: where every page satisfying φ satisfies ψ, ``count_φ(r) <= count_ψ(r)``, and
-  when moreover the counts are equal, every page satisfying ψ satisfies φ;
+* subset: where every page satisfying φ satisfies ψ and ``count_φ(r) >= count_ψ(r)``,
+  every page satisfying ψ satisfies φ (the sets are equal);
 * across a step (φ' the condition on the post-state): where φ' and φ agree on every
   page, ``count'(r) == count(r)``; where they agree on every page but the action's
   page parameter ``p0``, ``count'(r) == count(r) - [φ(p0, r)] + [φ'(p0, r)]``;
@@ -130,7 +130,11 @@ def _check_condition(model: Any, phi: z3.BoolRef, p: z3.ExprRef, r: z3.ExprRef |
     quantifiers."""
     from kvspec.proofs.parametric.smtlib import model_decls
 
-    known = set(model_decls(model)) | {PAGE_VAR} | ({REQUEST_VAR} if r is not None else set())
+    known = set(model_decls(model))
+    if PAGE_VAR in known or REQUEST_VAR in known:
+        raise NotCountable(f"a count in a model with a symbol named {PAGE_VAR!r} or "
+                           f"{REQUEST_VAR!r}")
+    known |= {PAGE_VAR} | ({REQUEST_VAR} if r is not None else set())
     stack = [phi]
     while stack:
         t = stack.pop()
@@ -275,7 +279,7 @@ def state_facts(model: Any, ghosts: list[GhostCount], st: _State, pages: z3.Arit
             outside = z3.Exists([y], z3.And(sorts.real(y), st.phi(g, y, r),
                                             z3.Not(st.phi(h, y, r))))
             cg, ch = st.count(g, r), st.count(h, r)
-            out.append(_for_requests(sorts, r, z3.Or(outside, cg <= ch)))
+            # φ ⊆ ψ and as many pages satisfy φ as ψ: every page satisfying ψ satisfies φ
             out.append(_for_requests(sorts, r, z3.ForAll([y1], z3.Or(
                 outside, cg < ch, z3.Not(sorts.real(y1)), z3.Not(st.phi(h, y1, r)),
                 st.phi(g, y1, r)))))
@@ -327,8 +331,10 @@ def with_counts(model: Any, ghosts: list[GhostCount]) -> Any:
     from kvspec.proofs.parametric.model import ParamModel
 
     assert isinstance(model, ParamModel) and model.sizes is not None
-    sorts = model.sorts
-    pages = model.sizes.of_space(PAGE)
+    sizes = dataclasses.replace(model.sizes, terms=dict(model.sizes.terms),
+                                values=dict(model.sizes.values),
+                                functions=dict(model.sizes.functions))
+    pages = sizes.of_space(PAGE)
     vars_ = list(model.vars)
     symbols = dict(model.symbols)
     init = dict(model.init)
@@ -341,7 +347,8 @@ def with_counts(model: Any, ghosts: list[GhostCount]) -> Any:
         value = z3.IntVal(0) if g.initial == 0 else pages
         init[g.name] = value if g.request is None else (lambda *a, v=value: v)
     out = dataclasses.replace(model, vars=vars_, symbols=symbols, init=init,
-                              symbolic=symbolic, steps=[], axioms=list(model.axioms))
+                              symbolic=symbolic, steps=[], axioms=list(model.axioms),
+                              sizes=sizes)
     pre = out.pre_view()
     base = model.pre_view()
     before = _State(lambda g, y, r: _instance(g, y, r), lambda g, r: g.at(r))

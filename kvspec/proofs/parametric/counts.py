@@ -54,13 +54,13 @@ def _reads(e: ir.Expr) -> set[str]:
 
 
 def uncounted_reasons(system: System, counts: list[tuple[str, str, list[str]]],
-                      needs: dict[str, list[str]] | None, properties: Iterable[str]
-                      ) -> dict[str, str]:
+                      needs: dict[str, list[str]] | None, properties: Iterable[str],
+                      ghosts: list[str] | None = None) -> dict[str, str]:
     """Property -> why it is not proved for every size, for the ``properties`` whose
     size-specific proof needed a clause with a count that did not lift (``counts``:
     ``(label, reason, variables counted)`` of those clauses; ``needs``: the clauses
     each property needed at its size, None when unknown — then every such clause is
-    named)."""
+    named; ``ghosts``: the ghost counts the reading tried them with, if any)."""
     out: dict[str, str] = {}
     for prop in properties:
         wanted = None if needs is None else set(needs.get(prop, []))
@@ -73,7 +73,11 @@ def uncounted_reasons(system: System, counts: list[tuple[str, str, list[str]]],
             notes = lines + (["a sum of counts"] if reason.startswith("a sum of") else [])
             parts.append(_statement(label) + (f" ({', '.join(notes)})" if notes else ""))
             spaces[_space(reason)] = None
-        if parts:
+        if parts and ghosts:
+            out[prop] = (f"needs {'; '.join(parts)} — read with ghost counts of pages "
+                         f"({', '.join(ghosts)}), the cardinality facts do not make the "
+                         "invariant inductive for every size")
+        elif parts:
             out[prop] = (f"needs {'; '.join(parts)} — count{'s' if len(parts) > 1 else ''} "
                          f"over every {' and '.join(spaces)} the all-sizes reading cannot "
                          "state")

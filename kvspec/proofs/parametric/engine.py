@@ -32,8 +32,8 @@ from kvspec.lang.system import System
 from kvspec.proofs.parametric.cardinality import CountReadings, ghosts_in, with_counts
 from kvspec.proofs.parametric.counts import uncounted_reasons
 from kvspec.proofs.parametric.values import Unsupported
-from kvspec.proofs.parametric.generalise import QClause, enum_siblings, generalise, \
-    size_variants
+from kvspec.proofs.parametric.generalise import Generalised, QClause, enum_siblings, \
+    generalise, size_variants
 from kvspec.proofs.parametric.induction import QUERY_TIMEOUT_S, InductionResult, check_invariant
 from kvspec.proofs.parametric.model import ParamModel, id_size_names, parametric_model, \
     symbolic_params
@@ -58,6 +58,8 @@ class AllSizesProof:
     why_not: str = ""  # why nothing (more) was proved for every size
     #: property -> why it in particular was not (a count its proof needed did not lift)
     why_not_for: dict[str, str] = field(default_factory=dict)
+    #: the counts of pages read as ghost counts (their symbols), where they were tried
+    counts: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -99,9 +101,40 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
         out.why_not = str(exc)
         out.seconds = time.monotonic() - start
         return out
-    readings = CountReadings(model)
-    gen = generalise(system, model.sorts, model.symbols, clauses, readings)
-    model = with_counts(model, list(readings.ghosts.values()))
+    gen = generalise(system, model.sorts, model.symbols, clauses)
+    _search(out, model, gen, properties, deadline)
+    if gen.counts and sorted(out.proved) != sorted(properties):
+        # the clauses with counts over every page, read with ghost counts
+        readings = CountReadings(model)
+        counted = generalise(system, model.sorts, model.symbols, clauses, readings)
+        if readings.ghosts:
+            tried = AllSizesProof(counts=sorted(readings.ghosts))
+            _search(tried, with_counts(model, list(readings.ghosts.values())), counted,
+                    properties, deadline)
+            tried.queries += out.queries
+            if set(tried.proved) > set(out.proved):
+                out, gen = tried, counted
+            else:
+                out.counts = tried.counts
+                out.queries = tried.queries
+    missing = [p for p in properties if p not in out.proved]
+    if missing and not out.why_not:
+        out.why_not = ("the generalised invariant does not exclude their violations for every "
+                       "size" + (f" ({len(out.dropped)} clauses were not inductive for every "
+                                 "size)" if out.dropped else ""))
+    out.why_not_for = uncounted_reasons(system, gen.counts, needs, missing,
+                                        ghosts=out.counts)
+    if missing and out.model is not None and out.model.approximations:
+        loosely = "; read loosely: " + "; ".join(out.approximations)
+        out.why_not += loosely
+        out.why_not_for = {k: v + loosely for k, v in out.why_not_for.items()}
+    out.seconds = time.monotonic() - start
+    return out
+
+
+def _search(out: AllSizesProof, model: ParamModel, gen: Generalised, properties: list[str],
+            deadline: float | None) -> None:
+    """Steps 3-4 on ``model`` from the generalised clauses ``gen``, into ``out``."""
     out.model = model
     out.rejected = gen.rejected
     lifted = list(gen.clauses)
@@ -122,7 +155,7 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
         again.queries += res.queries
         res = again
     out.dropped = res.dropped
-    out.queries = res.queries
+    out.queries += res.queries
     if res.problems:
         out.why_not = "; ".join(res.problems)
     elif res.proved:
@@ -134,18 +167,6 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
         else:
             out.proved = list(res.proved)
             out.clauses = _dedupe(res.kept)
-    missing = [p for p in properties if p not in out.proved]
-    if missing and not out.why_not:
-        out.why_not = ("the generalised invariant does not exclude their violations for every "
-                       "size" + (f" ({len(out.dropped)} clauses were not inductive for every "
-                                 "size)" if out.dropped else ""))
-    out.why_not_for = uncounted_reasons(system, gen.counts, needs, missing)
-    if missing and model.approximations:
-        loosely = "; read loosely: " + "; ".join(out.approximations)
-        out.why_not += loosely
-        out.why_not_for = {k: v + loosely for k, v in out.why_not_for.items()}
-    out.seconds = time.monotonic() - start
-    return out
 
 
 def property_clauses(model: ParamModel) -> list[QClause]:
@@ -267,6 +288,8 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
     loose = ""
     if proof.model is not None and proof.model.sizes is not None and proof.model.sizes.params:
         loose = f"; every {', '.join(sorted(proof.model.sizes.params))}"
+    if proof.counts and proof.proved:
+        loose += f"; counting pages with {', '.join(proof.counts)}"
     if proof.approximations:
         lines = sorted({a.split(": ", 1)[0] for a in proof.approximations},
                        key=lambda w: (w.rsplit(":", 1)[0], int(w.rsplit(":", 1)[-1] or 0)))
@@ -284,7 +307,8 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
                           "seconds": round(proof.seconds, 3), "queries": proof.queries,
                           "not_generalised": proof.rejected, "not_inductive": proof.dropped,
                           "approximations": proof.approximations,
-                          "why_not": proof.why_not, "why_not_for": proof.why_not_for}
+                          "why_not": proof.why_not, "why_not_for": proof.why_not_for,
+                          "ghost_counts": proof.counts}
     stats = Stats(seconds=time.monotonic() - start)
     stats.extra["all-sizes"] = extra
     return EngineOutcome([verdicts[p] for p in props], stats, KIND_ALL_SIZES)

@@ -133,8 +133,9 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
 
 
 def _search(out: AllSizesProof, model: ParamModel, gen: Generalised, properties: list[str],
-            deadline: float | None) -> None:
-    """Steps 3-4 on ``model`` from the generalised clauses ``gen``, into ``out``."""
+            deadline: float | None, timeout: float = QUERY_TIMEOUT_S) -> None:
+    """Steps 3-4 on ``model`` from the generalised clauses ``gen``, into ``out``
+    (``timeout``: seconds per solver query)."""
     out.model = model
     out.rejected = gen.rejected
     lifted = list(gen.clauses)
@@ -147,11 +148,12 @@ def _search(out: AllSizesProof, model: ParamModel, gen: Generalised, properties:
         enums = {v.name: v.type.domain() for v in model.vars if v.type.kind == "enum"}
         candidates += variants
         siblings = enum_siblings(variants, enums)
-    res = check_invariant(model, candidates, properties, houdini=True, deadline=deadline)
+    res = check_invariant(model, candidates, properties, houdini=True, deadline=deadline,
+                          timeout=timeout)
     if siblings and (res.problems or sorted(res.proved) != sorted(properties)):
         # the variants' bounds may be needed in more phases than the size needed them
         again = check_invariant(model, candidates + siblings, properties, houdini=True,
-                                deadline=deadline)
+                                deadline=deadline, timeout=timeout)
         again.queries += res.queries
         res = again
     out.dropped = res.dropped
@@ -160,7 +162,7 @@ def _search(out: AllSizesProof, model: ParamModel, gen: Generalised, properties:
         out.why_not = "; ".join(res.problems)
     elif res.proved:
         final = check_invariant(model, [c for c in res.kept], res.proved, houdini=False,
-                                deadline=deadline)
+                                deadline=deadline, timeout=timeout)
         out.queries += final.queries
         if final.problems or sorted(final.proved) != sorted(res.proved):
             out.why_not = "the invariant did not re-check: " + "; ".join(final.problems)

@@ -142,7 +142,7 @@ def _build(case: dict[str, object], skew: int = 0) -> tuple[_Instance, list[z3.B
     p0 = inst.pages[case["p0"]]  # type: ignore[index]
     P, R = inst.sorts.sort[PAGE], inst.sorts.sort[REQUEST]
     gp, gr = z3.Const("p", P), z3.Const("r", R)
-    ghosts, pre, post, c_after = [], {}, {}, {}
+    ghosts, post, c_after = [], {}, {}
     for k, (before, mode, after) in enumerate(case["ghosts"]):  # type: ignore[misc]
         phi = inst.relation(f"phi{k}", before)
         if mode == "same":

@@ -47,7 +47,7 @@ from kvspec.lang.schema import VarInfo
 from kvspec.lang.types import PAGE, REQUEST, IntType
 from kvspec.proofs.clauses import CertificateError
 from kvspec.proofs.parametric.encode import Step
-from kvspec.proofs.parametric.values import Vec, View, var_dims
+from kvspec.proofs.parametric.values import View, var_dims
 
 #: the owner tag of a ghost count's VarInfo
 GHOST = "count"
@@ -77,9 +77,6 @@ class GhostCount:
 
     def at(self, r: z3.ExprRef | None) -> z3.ArithRef:
         return self.symbol(r) if self.request is not None else self.symbol
-
-    def readable(self) -> str:
-        return self.name
 
 
 class CountReadings:
@@ -350,7 +347,6 @@ def with_counts(model: Any, ghosts: list[GhostCount]) -> Any:
                               symbolic=symbolic, steps=[], axioms=list(model.axioms),
                               sizes=sizes)
     pre = out.pre_view()
-    base = model.pre_view()
     before = _State(lambda g, y, r: _instance(g, y, r), lambda g, r: g.at(r))
     out.axioms.append(pages >= 0)
     pre_facts = state_facts(out, ghosts, before, pages)
@@ -358,8 +354,7 @@ def with_counts(model: Any, ghosts: list[GhostCount]) -> Any:
         post = dict(step.post)
         for g in ghosts:
             post[g.name] = pre[g.name]
-        changed = [g for g in ghosts
-                   if not _same(on_view(out, step.post, g.phi), g.phi)]
+        changed = [g for g in ghosts if not on_view(out, step.post, g.phi).eq(g.phi)]
         fresh = {g.name: _fresh_count(g, f"'{name}.{k}") for g in changed}
         for g in changed:
             f = fresh[g.name]
@@ -373,14 +368,10 @@ def with_counts(model: Any, ghosts: list[GhostCount]) -> Any:
             facts += state_facts(out, changed, after, pages, subsets=False)
             for g in changed:
                 facts += step_facts(out, g, before, after, step)
-        facts += _links(out, ghosts, step, base, after)
+        facts += _links(out, ghosts, step, after)
         enabled = z3.And(step.enabled, *facts) if facts else step.enabled
         out.steps.append((name, dataclasses.replace(step, enabled=enabled, post=post)))
     return out
-
-
-def _same(a: z3.ExprRef, b: z3.ExprRef) -> bool:
-    return a.eq(b)
 
 
 def _fresh_count(g: GhostCount, suffix: str) -> Any:
@@ -389,7 +380,7 @@ def _fresh_count(g: GhostCount, suffix: str) -> Any:
     return z3.Function(g.name + suffix, g.request.sort(), z3.IntSort())
 
 
-def _links(model: Any, ghosts: list[GhostCount], step: Step, base: View, after: _State
+def _links(model: Any, ghosts: list[GhostCount], step: Step, after: _State
            ) -> list[z3.BoolRef]:
     """For each count the action compares whose mask is a ghost's condition on the
     post-state (or on the pre-state), the comparison read on the ghost too."""

@@ -133,6 +133,9 @@ class Step:
     errors: list[tuple[z3.BoolRef, str]]
     params: list[z3.ExprRef]
     param_ok: list[z3.BoolRef]
+    #: the comparisons of a count of ids it reads outside loops over ids: (the mask
+    #: counted, operator, the value compared with, the reading's result)
+    counts: list[tuple[Vec, str, z3.ArithRef, z3.BoolRef]] = field(default_factory=list)
 
 
 class ParamExec(GridAccess):
@@ -164,6 +167,7 @@ class ParamExec(GridAccess):
         self.frames: list[Frame] = []
         self.par: Parallel | None = None
         self.blocks = itertools.count()
+        self.counts: list[tuple[Vec, str, z3.ArithRef, z3.BoolRef]] = []
         #: symbol name -> (lo, hi) of the bounded ints and enums (state and parameters)
         self.ranges: dict[str, tuple[int, int]] = {}
         for v in vars_by_name.values():
@@ -181,6 +185,7 @@ class ParamExec(GridAccess):
         self.violations = {}
         self.frames = []
         self.par = None
+        self.counts = []
         values: list[z3.ExprRef] = []
         ok: list[z3.BoolRef] = []
         for name, t in params:
@@ -210,7 +215,7 @@ class ParamExec(GridAccess):
             flag = self.flags.get(prop)
             if flag is not None:
                 self.view[flag] = or_(self.view[flag], viol)
-        return Step(self.enabled, self.view, self.errors, values, ok)
+        return Step(self.enabled, self.view, self.errors, values, ok, self.counts)
 
     def evaluate(self, view: View, fn: ir.Function) -> tuple[z3.BoolRef, list[tuple[z3.BoolRef, str]]]:
         """A model invariant's value on ``view`` and its model-error conditions."""
@@ -837,6 +842,12 @@ class ParamExec(GridAccess):
         if isinstance(b, Count):
             return self.loose_count(where, "two counts of ids compared with each other")
         b = self.integer(b, where)
+        result = self._count_compare(op, c, b, where)
+        if not self.binders and self.par is None:
+            self.counts.append((c.mask, op, b, result))
+        return result
+
+    def _count_compare(self, op: str, c: Count, b: z3.ArithRef, where: str) -> z3.BoolRef:
         bounds = int_range(b, self.ranges)
         if bounds is None:
             return self.loose_count(where, "a count of ids compared with a number of unbounded "

@@ -29,9 +29,11 @@ from typing import Any, Callable
 import z3
 
 from kvspec.lang.system import System
+from kvspec.proofs.parametric.cardinality import CountReadings, ghosts_in, with_counts
+from kvspec.proofs.parametric.counts import uncounted_reasons
 from kvspec.proofs.parametric.values import Unsupported
-from kvspec.proofs.parametric.generalise import QClause, enum_siblings, generalise, \
-    size_variants
+from kvspec.proofs.parametric.generalise import Generalised, QClause, enum_siblings, \
+    generalise, size_variants
 from kvspec.proofs.parametric.induction import QUERY_TIMEOUT_S, InductionResult, check_invariant
 from kvspec.proofs.parametric.model import ParamModel, id_size_names, parametric_model, \
     symbolic_params
@@ -55,6 +57,10 @@ class AllSizesProof:
     clauses: list[QClause] = field(default_factory=list)
     proved: list[str] = field(default_factory=list)
     why_not: str = ""  # why nothing (more) was proved for every size
+    #: property -> why it in particular was not (a count its proof needed did not lift)
+    why_not_for: dict[str, str] = field(default_factory=dict)
+    #: the counts of pages read as ghost counts (their symbols), where they were tried
+    counts: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     #: property -> how many of ``clauses`` it needs (empty when not worked out)
@@ -85,9 +91,11 @@ def all_sizes_name(system: System, params: Iterable[str] = ()) -> str:
 
 def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
                     properties: list[str], *, deadline: float | None = None,
-                    params: Iterable[str] = ()) -> AllSizesProof:
+                    params: Iterable[str] = (),
+                    needs: dict[str, list[str]] | None = None) -> AllSizesProof:
     """Steps 2-4 (module docstring) from size-specific ``(formula, label)`` clauses;
-    ``params``: the size parameters besides requests and pages to prove every value of."""
+    ``params``: the size parameters besides requests and pages to prove every value of;
+    ``needs``: the clauses each property needed at its size (labels), when known."""
     start = time.monotonic()
     out = AllSizesProof()
     try:
@@ -96,8 +104,42 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
         out.why_not = str(exc)
         out.seconds = time.monotonic() - start
         return out
-    out.model = model
     gen = generalise(system, model.sorts, model.symbols, clauses)
+    _search(out, model, gen, properties, deadline)
+    if gen.counts and sorted(out.proved) != sorted(properties):
+        # the clauses with counts over every page, read with ghost counts
+        readings = CountReadings(model)
+        counted = generalise(system, model.sorts, model.symbols, clauses, readings)
+        if readings.ghosts:
+            tried = AllSizesProof(counts=sorted(readings.ghosts))
+            _search(tried, with_counts(model, list(readings.ghosts.values())), counted,
+                    properties, deadline)
+            tried.queries += out.queries
+            if set(tried.proved) > set(out.proved):
+                out, gen = tried, counted
+            else:
+                out.counts = tried.counts
+                out.queries = tried.queries
+    missing = [p for p in properties if p not in out.proved]
+    if missing and not out.why_not:
+        out.why_not = ("the generalised invariant does not exclude their violations for every "
+                       "size" + (f" ({len(out.dropped)} clauses were not inductive for every "
+                                 "size)" if out.dropped else ""))
+    out.why_not_for = uncounted_reasons(system, gen.counts, needs, missing,
+                                        ghosts=out.counts)
+    if missing and out.model is not None and out.model.approximations:
+        loosely = "; read loosely: " + "; ".join(out.approximations)
+        out.why_not += loosely
+        out.why_not_for = {k: v + loosely for k, v in out.why_not_for.items()}
+    out.seconds = time.monotonic() - start
+    return out
+
+
+def _search(out: AllSizesProof, model: ParamModel, gen: Generalised, properties: list[str],
+            deadline: float | None, timeout: float = QUERY_TIMEOUT_S) -> None:
+    """Steps 3-4 on ``model`` from the generalised clauses ``gen``, into ``out``
+    (``timeout``: seconds per solver query)."""
+    out.model = model
     out.rejected = gen.rejected
     lifted = list(gen.clauses)
     candidates = lifted + property_clauses(model)
@@ -109,35 +151,27 @@ def prove_all_sizes(system: System, clauses: list[tuple[z3.BoolRef, str]],
         enums = {v.name: v.type.domain() for v in model.vars if v.type.kind == "enum"}
         candidates += variants
         siblings = enum_siblings(variants, enums)
-    res = check_invariant(model, candidates, properties, houdini=True, deadline=deadline)
+    res = check_invariant(model, candidates, properties, houdini=True, deadline=deadline,
+                          timeout=timeout)
     if siblings and (res.problems or sorted(res.proved) != sorted(properties)):
         # the variants' bounds may be needed in more phases than the size needed them
         again = check_invariant(model, candidates + siblings, properties, houdini=True,
-                                deadline=deadline)
+                                deadline=deadline, timeout=timeout)
         again.queries += res.queries
         res = again
     out.dropped = res.dropped
-    out.queries = res.queries
+    out.queries += res.queries
     if res.problems:
         out.why_not = "; ".join(res.problems)
     elif res.proved:
         final = check_invariant(model, [c for c in res.kept], res.proved, houdini=False,
-                                deadline=deadline)
+                                deadline=deadline, timeout=timeout)
         out.queries += final.queries
         if final.problems or sorted(final.proved) != sorted(res.proved):
             out.why_not = "the invariant did not re-check: " + "; ".join(final.problems)
         else:
             out.proved = list(res.proved)
             out.clauses = _dedupe(res.kept)
-    missing = [p for p in properties if p not in out.proved]
-    if missing and not out.why_not:
-        out.why_not = ("the generalised invariant does not exclude their violations for every "
-                       "size" + (f" ({len(out.dropped)} clauses were not inductive for every "
-                                 "size)" if out.dropped else ""))
-    if missing and model.approximations:
-        out.why_not += "; read loosely: " + "; ".join(out.approximations)
-    out.seconds = time.monotonic() - start
-    return out
 
 
 def _cut_to_needs(model: ParamModel, proof: AllSizesProof, deadline: float | None) -> None:
@@ -238,6 +272,7 @@ def recheck(system: System, smtlib2: str, readable: list[str] | None, properties
     bounds each query. Raises CertificateError when the text cannot be read,
     Unsupported when the model has no parametric reading."""
     model = parametric_model(system, params=params_of(system, smtlib2))
+    model = with_counts(model, ghosts_in(model, smtlib2))
     clauses = parse(smtlib2, model, readable)
     res = check_invariant(model, clauses, properties, houdini=False, timeout=timeout)
     return res, len(clauses)
@@ -258,13 +293,14 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
         progress(0, 0, time.monotonic() - start, "all sizes")
     holding = [p for p in props if verdicts[p].status in (Status.PROVED, Status.HOLDS)]
     proof = AllSizesProof(why_not="no size-specific invariant to generalise")
+    needs = _needs(extra)
     if clauses and holding:
-        proof = prove_all_sizes(system, clauses, holding, deadline=deadline)
+        proof = prove_all_sizes(system, clauses, holding, deadline=deadline, needs=needs)
         params = symbolic_params(system)
         if params and proof.proved and sorted(proof.proved) == sorted(holding):
             # every number of ids at these other sizes: try every value of them too
             wider = prove_all_sizes(system, clauses, holding, deadline=deadline,
-                                    params=params)
+                                    params=params, needs=needs)
             extra["every_value_of"] = {"sizes": params, "proved": wider.proved,
                                        "why_not": wider.why_not}
             if sorted(wider.proved) == sorted(proof.proved):
@@ -280,6 +316,8 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
     loose = ""
     if proof.model is not None and proof.model.sizes is not None and proof.model.sizes.params:
         loose = f"; every {', '.join(sorted(proof.model.sizes.params))}"
+    if proof.counts and proof.proved:
+        loose += f"; counting pages with {', '.join(proof.counts)}"
     if proof.approximations:
         lines = sorted({a.split(": ", 1)[0] for a in proof.approximations},
                        key=lambda w: (w.rsplit(":", 1)[0], int(w.rsplit(":", 1)[-1] or 0)))
@@ -294,16 +332,28 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
                                      f"{'' if n == 1 else 's'}{need}{loose}{note}")
         elif verdicts[name].status is not Status.VIOLATED and proof.why_not:
             v = verdicts[name]
-            v.detail = "; ".join(x for x in (v.detail, f"not for all sizes: {proof.why_not}") if x)
+            why = proof.why_not_for.get(name, proof.why_not)
+            v.detail = "; ".join(x for x in (v.detail, f"not for all sizes: {why}") if x)
     extra["all_sizes"] = {"proved": proof.proved, "clauses": len(proof.clauses),
                           "needs": proof.needs,
                           "seconds": round(proof.seconds, 3), "queries": proof.queries,
                           "not_generalised": proof.rejected, "not_inductive": proof.dropped,
                           "approximations": proof.approximations,
-                          "why_not": proof.why_not}
+                          "why_not": proof.why_not, "why_not_for": proof.why_not_for,
+                          "ghost_counts": proof.counts}
     stats = Stats(seconds=time.monotonic() - start)
     stats.extra["all-sizes"] = extra
     return EngineOutcome([verdicts[p] for p in props], stats, KIND_ALL_SIZES)
+
+
+def _needs(extra: dict[str, Any]) -> dict[str, list[str]] | None:
+    """The clauses (labels) each property needed in the size-specific proof PDR just
+    found; None when it came from a stored certificate (which does not record them)."""
+    pdr = extra.get("pdr")
+    if not isinstance(pdr, dict):
+        return None
+    found = pdr.get("needs", pdr.get("inference", {}).get("needs"))
+    return found if isinstance(found, dict) else None
 
 
 def _size_specific(system: System, timeout: float | None, save_proof: bool, proofs_dir: Path,

@@ -34,6 +34,15 @@ class NotLiftable(Exception):
     """An instance that has no parametric reading (the reason is the message)."""
 
 
+class CountNotLiftable(NotLiftable):
+    """A count of ids the quantified clauses cannot state (a count compared with a
+    value other than 0 or 1, a sum of counts); ``names``: the variables counted."""
+
+    def __init__(self, message: str, names: list[str]) -> None:
+        super().__init__(message)
+        self.names = names
+
+
 @dataclass
 class QClause:
     """A universally quantified clause over the parametric state."""
@@ -47,6 +56,8 @@ class QClause:
 class Generalised:
     clauses: list[QClause] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)  # why a clause did not generalise
+    #: the clauses rejected for a count they hold: (label, reason, variables counted)
+    counts: list[tuple[str, str, list[str]]] = field(default_factory=list)
 
 
 def slot_map(system: System) -> dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]]:
@@ -82,8 +93,10 @@ class _Lifter:
     def __init__(self, sorts: Sorts, symbols: dict[str, Any],
                  slots: dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]],
                  counts: dict[str, int] | None = None,
-                 known: dict[str, str] | None = None) -> None:
+                 known: dict[str, str] | None = None, readings: Any = None) -> None:
         self.sorts = sorts
+        #: where counts over every page become ghost counts (a CountReadings), if anywhere
+        self.readings = readings
         self.symbols = symbols
         self.slots = slots
         self.counts = counts or {}
@@ -121,6 +134,9 @@ class _Lifter:
         counted = self.at_most(t)
         if counted is not None:
             return counted
+        ghost = self.count_term(t)
+        if ghost is not None:
+            return ghost
         d = t.decl()
         kind = d.kind()
         if kind == z3.Z3_OP_UNINTERPRETED and t.num_args() == 0:
@@ -190,6 +206,13 @@ class _Lifter:
             return None
         k = b.as_long() - (1 if op == "<" else 0)
         if op not in ("<=", "<", "==") or k not in (0, 1) or (op == "==" and k != 0):
+            counted = self.counted(a)
+            if counted is not None and self.readings is not None and counted[0] == PAGE:
+                return None  # compared as a number, a ghost count (count_term)
+            if counted is not None:
+                raise CountNotLiftable(f"a count over every {counted[0]} compared with "
+                                       f"{b.as_long()} (only 'at most none' and 'at most "
+                                       "one' lift)", counted[1])
             raise NotLiftable("a count of ids other than 'at most none' or 'at most one'")
         conds = [x.arg(0) for x in addends]
         ids = [self._slot_ids(c) for c in conds]
@@ -219,12 +242,109 @@ class _Lifter:
         body = z3.Not(phi) if k == 0 else z3.Not(z3.And(phi, z3.substitute(phi, (ys[0], ys[1]))))
         return z3.ForAll(ys, z3.Implies(z3.And(*pre), body))
 
+    def count_term(self, t: z3.ExprRef) -> z3.ArithRef | None:
+        """When ``t`` is a count (or a sum of counts) over every id of one space: its
+        ghost counts (:mod:`kvspec.proofs.parametric.cardinality`) where the lifter has
+        them, else CountNotLiftable — read one addend at a time it would become a clause
+        about some ids, not the count. None: not a count."""
+        counted = self.counted(t)
+        if counted is None:
+            return None
+        dim, names, several = counted
+        what = "a sum of counts" if several else "a count"
+        if self.readings is None or dim != PAGE:
+            raise CountNotLiftable(f"{what} over every {dim} ({', '.join(names)}) used as "
+                                   "a number, which the all-sizes reading cannot state", names)
+        from kvspec.proofs.parametric.cardinality import NotCountable
+
+        try:
+            return self.ghost_sum(t, dim)
+        except (NotCountable, NotLiftable) as exc:
+            raise CountNotLiftable(f"{what} over every {dim} ({', '.join(names)}) that is "
+                                   f"not a ghost count: {exc}", names) from None
+
+    def ghost_sum(self, t: z3.ExprRef, dim: str) -> z3.ArithRef:
+        """The counts of ``t`` (a sum of ``ite(φ(p_i), 1, 0)``, :meth:`counted`) as ghost
+        counts: the addends grouped by their condition on one page, each group over
+        every page once."""
+        addends = list(t.children()) if z3.is_add(t) else [t]
+        ids = [self._slot_ids(x.arg(0)) for x in addends]
+        common = set.intersection(*ids)
+        keys = [next(iter(i - common)) for i in ids]
+        y = z3.Const(f"{dim[0]}count", self.sorts.sort[dim])
+        groups: dict[str, tuple[z3.BoolRef, list[int]]] = {}
+        for key, x in zip(keys, addends):
+            self.ids[key] = y
+            try:
+                phi = self.lift(x.arg(0))
+            finally:
+                del self.ids[key]
+            groups.setdefault(phi.sexpr(), (phi, []))[1].append(key[1])
+        vars_ = {v.get_id(): (d, v) for (d, _), v in self.ids.items()}
+        terms = []
+        for phi, ns in groups.values():
+            if sorted(ns) != list(range(self.counts.get(dim, -1))):
+                raise NotLiftable("a sum whose terms are not one condition on each page")
+            free = {vars_[c.get_id()] for c in _constants(phi) if c.get_id() in vars_}
+            if any(d != REQUEST for d, _ in free) or len(free) > 1:
+                raise NotLiftable("a count whose condition names another page or request")
+            request = next(iter(free))[1] if free else None
+            terms.append(self.readings.term(phi, y, request))
+        return terms[0] if len(terms) == 1 else z3.Sum(*terms)
+
+    def counted(self, t: z3.ExprRef) -> tuple[str, list[str], bool] | None:
+        """(space, variables counted, whether several counts) when ``t`` is a sum of
+        ``ite(φ, 1, 0)`` each naming one id of one space and together every id of it
+        the same number of times; None otherwise."""
+        if not z3.is_app(t) or not z3.is_int(t):
+            return None
+        addends = list(t.children()) if z3.is_add(t) else [t]
+        if not all(z3.is_app_of(x, z3.Z3_OP_ITE) and z3.is_int_value(x.arg(1))
+                   and x.arg(1).as_long() == 1 and z3.is_int_value(x.arg(2))
+                   and x.arg(2).as_long() == 0 for x in addends):
+            return None
+        from kvspec.proofs.clauses import CertificateError, term_constants
+
+        try:
+            ids = [self._slot_ids(x.arg(0)) for x in addends]
+            read = [term_constants(x.arg(0), self.known)[0] for x in addends]
+        except (KeyError, CertificateError):
+            return None
+        common = set.intersection(*ids)
+        own = [i - common for i in ids]
+        if not all(len(o) == 1 for o in own):
+            return None
+        keys = [next(iter(o)) for o in own]
+        dim = keys[0][0]
+        n = self.counts.get(dim, -1)
+        if n <= 0 or any(d != dim for d, _ in keys) or len(keys) % n:
+            return None
+        times = len(keys) // n
+        if sorted(k for _, k in keys) != sorted(list(range(n)) * times):
+            return None
+        names = sorted({self.slots[name][0].name for r in read for name in r})
+        return dim, names, times > 1
+
     def _slot_ids(self, t: z3.ExprRef) -> set[tuple[str, int]]:
         """The ids named by the state slots ``t`` reads."""
         from kvspec.proofs.clauses import term_constants
 
         names, _ = term_constants(t, self.known)
         return {i for n in names for i in self.slots[n][1]}
+
+
+def _constants(t: z3.ExprRef) -> list[z3.ExprRef]:
+    """The uninterpreted constants of a quantifier-free term."""
+    out, stack, seen = [], [t], set()
+    while stack:
+        x = stack.pop()
+        if x.get_id() in seen or not z3.is_app(x):
+            continue
+        seen.add(x.get_id())
+        if x.num_args() == 0 and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out.append(x)
+        stack.extend(x.children())
+    return out
 
 
 def _short(t: z3.ExprRef, limit: int = 80) -> str:
@@ -249,8 +369,10 @@ def pieces(f: z3.BoolRef) -> list[z3.BoolRef]:
 
 
 def generalise(system: System, sorts: Sorts, symbols: dict[str, Any],
-               clauses: list[tuple[z3.BoolRef, str]]) -> Generalised:
-    """Lift the size-specific ``(formula, label)`` clauses (module docstring)."""
+               clauses: list[tuple[z3.BoolRef, str]], readings: Any = None) -> Generalised:
+    """Lift the size-specific ``(formula, label)`` clauses (module docstring);
+    ``readings``: a :class:`~kvspec.proofs.parametric.cardinality.CountReadings` to read
+    counts over every page as ghost counts (None: such clauses are rejected)."""
     slots = slot_map(system)
     known = slot_sorts(slots)
     counts = system.schema.counts
@@ -261,7 +383,7 @@ def generalise(system: System, sorts: Sorts, symbols: dict[str, Any],
         try:
             lifted = []
             for piece in pieces(formula):
-                lifter = _Lifter(sorts, symbols, slots, counts, known)
+                lifter = _Lifter(sorts, symbols, slots, counts, known, readings)
                 body = lifter.lift(piece)
                 if not z3.is_bool(body):
                     raise NotLiftable("not a Boolean clause")
@@ -273,6 +395,8 @@ def generalise(system: System, sorts: Sorts, symbols: dict[str, Any],
                 lifted.append((q, tuple(k for _, k in lifter.order), per_dim))
         except NotLiftable as exc:
             out.rejected.append(f"clause {index} ({label}): {exc}")
+            if isinstance(exc, CountNotLiftable):
+                out.counts.append((label, str(exc), exc.names))
             continue
         for q, binding, per_dim in lifted:
             key = q.sexpr()

@@ -295,15 +295,21 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
     proof = AllSizesProof(why_not="no size-specific invariant to generalise")
     needs = _needs(extra)
     if clauses and holding:
-        proof = prove_all_sizes(system, clauses, holding, deadline=deadline, needs=needs)
         params = symbolic_params(system)
-        if params and proof.proved and sorted(proof.proved) == sorted(holding):
-            # every number of ids at these other sizes: try every value of them too
+        wider = None
+        if params:
+            # every value of the other size parameters first: when that proves every
+            # holding property, the reading at this run's values is not needed
             wider = prove_all_sizes(system, clauses, holding, deadline=deadline,
                                     params=params, needs=needs)
             extra["every_value_of"] = {"sizes": params, "proved": wider.proved,
                                        "why_not": wider.why_not}
-            if sorted(wider.proved) == sorted(proof.proved):
+        if wider is not None and sorted(wider.proved) == sorted(holding):
+            proof = wider
+        else:
+            # this run's values of them: fewer behaviours, maybe more proved
+            proof = prove_all_sizes(system, clauses, holding, deadline=deadline, needs=needs)
+            if wider is not None and wider.proved and set(wider.proved) >= set(proof.proved):
                 proof = wider
     if proof.proved and proof.model is not None:
         _cut_to_needs(proof.model, proof, deadline)

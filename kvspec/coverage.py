@@ -48,8 +48,8 @@ DEFAULT_MAX_STATES = 200_000
 RUNNER_MAX_STATES = 20_000
 #: and at most this many seconds: coverage is information, it must not outlast a proof
 RUNNER_MAX_SECONDS = 15.0
-#: with a budget, the most seconds the search after walks that saw everything gets
-SEARCH_AFTER_WALKS_S = 2.0
+#: with a budget, the most seconds the first search gets (before any walk)
+SEARCH_FIRST_S = 2.0
 #: Z3 resource limit of one vacuity query (work, not seconds: the same answer on any machine)
 VACUITY_RLIMIT = 5_000_000
 
@@ -170,49 +170,62 @@ def coverage_of(system: System, *, max_states: int | None = DEFAULT_MAX_STATES,
     model error on the way) stopped it. An incomplete coverage counts ``states`` as the
     states of the searches plus the steps of the walks.
 
-    First random walks from the initial state (:func:`_walks`, a quarter of the
-    budget at most): a breadth-first search at a large size may never get past the
-    first steps, a walk reaches the last action in tens of steps. Then a search with
-    symmetry reduction (the explicit engine records coverage per orbit, exact for
-    "never fires"), with a quarter of the budget (``SEARCH_AFTER_WALKS_S`` at most)
-    when the walks saw every action and watched event, else all that is left; if that search ends early (once every
-    property is violated), a plain exploration without reduction that ignores the
-    properties. A complete search's coverage is the answer; otherwise what any stage
-    saw."""
+    First a search with symmetry reduction (the explicit engine records coverage per
+    orbit, exact for "never fires"), for ``SEARCH_FIRST_S`` at most when there is a
+    budget: most models are explored completely within it, and its coverage is the
+    answer. Otherwise random walks from the initial state (:func:`_walks`, a quarter
+    of what is left at most): at a large size a search may never get past the first
+    steps, a walk reaches the last action in tens of steps. When the walks leave an
+    action or watched event unseen, the search runs again with all that is left. If
+    the search ended early (once every property is violated), a plain exploration
+    without reduction that ignores the properties. A complete search's coverage is
+    the answer; otherwise what any stage saw."""
     start = time.monotonic()
-    from kvspec.engines.explicit import Limits, explore
 
     def left(part: int = 1) -> float | None:
         if timeout is None:
             return None
         return max(timeout - (time.monotonic() - start), 0.001) / part
 
+    first = left()
+    if first is not None:
+        first = min(first, SEARCH_FIRST_S)
+    reduced, stopped = _reduced(system, max_states, first)
+    if reduced is not None and reduced.complete:
+        return reduced
     rec = CoverageRecorder(system)
     walked = _walks(system, rec, left(4), min(WALK_STEPS, max_states or WALK_STEPS))
     # an instance a walk fires fires in a reachable state, so does every symmetric image
     sym = analyse_symmetry(system)
     orbits = (sym.requests and system.schema.requests > 1, sym.pages and system.schema.pages > 1)
     out = rec.result(complete=False, states=walked, symmetry=orbits, vacuity=False)
-    # what a search adds when the walks saw every action and event: that nothing else
-    # fires (when it completes) and the instance counts; worth a little of the budget
-    budget = left()
-    if budget is not None and not out.dead_actions and not out.unseen_events:
-        budget = min(budget / 4, SEARCH_AFTER_WALKS_S)
-    try:
-        reduced = explore(system, symmetry=True, limits=Limits(max_states, budget))
-    except ModelError:
-        reduced = None
-    if reduced is not None and reduced.coverage is not None:
-        if reduced.coverage.complete:
-            return reduced.coverage
-        out = _merged(reduced.coverage, out)
-    if reduced is None or reduced.stopped == "all-violated":
+    if stopped == "timeout" and first is not None and (out.dead_actions or out.unseen_events):
+        # the first search stopped at its time share: the rest of the budget to it
+        reduced, stopped = _reduced(system, max_states, left())
+        if reduced is not None and reduced.complete:
+            return reduced
+    if reduced is not None:
+        out = _merged(reduced, out)
+    if reduced is None or stopped == "all-violated":
         # it stopped before its budget: the states a plain search sees are new
         plain = _breadth_first(system, max_states, left())
         if plain.complete:
             return plain
         out = _merged(plain, out)
     return out
+
+
+def _reduced(system: System, max_states: int | None, timeout: float | None
+             ) -> tuple[Coverage | None, str | None]:
+    """The coverage the explicit engine records in a search with symmetry reduction,
+    and why that search ended early (None: it did not); no coverage when a model error
+    stopped it."""
+    from kvspec.engines.explicit import Limits, explore
+    try:
+        run = explore(system, symmetry=True, limits=Limits(max_states, timeout))
+    except ModelError:
+        return None, None
+    return run.coverage, run.stopped
 
 
 def _merged(a: Coverage, b: Coverage) -> Coverage:

@@ -2,7 +2,7 @@
 
 1. **Certificate** — the stored certificates of this model class: an all-sizes one
    (:func:`kvspec.proofs.certificate.all_sizes_paths`) first, then the one for these
-   sizes (:func:`kvspec.proofs.certificate.certificate_path`); the properties of one
+   sizes (:func:`kvspec.proofs.certificate.size_specific_path`); the properties of one
    that re-checks are PROVED (certificate re-checked[, all sizes]).
 2. **Exhaustive explicit search** when the state space is small: it runs until it has
    explored every reachable state or ``min(SMALL_STATES, SMALL_WORK / instances)``
@@ -49,8 +49,8 @@ from kvspec.engines.explicit import (TIMEOUT, OutOfTime, check_count, check_time
                                      time_limit)
 from kvspec.engines.transition import python_handles_ctrl_c
 from kvspec.lang.system import Property, System
-from kvspec.proofs.certificate import KIND_ALL_SIZES, all_sizes_paths, certificate_path, \
-    check_certificate
+from kvspec.proofs.certificate import KIND_ALL_SIZES, all_sizes_paths, check_certificate, \
+    size_specific_path
 from kvspec.proofs.parametric.engine import ALL_SIZES
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
 
@@ -130,10 +130,8 @@ def _certificate(system: System, proofs_dir: Path, verdicts: dict[str, Verdict],
                  stages: list[dict[str, Any]], deadline: Deadline) -> None:
     """1. The stored certificates for this model, re-checked: an all-sizes one first
     (its proofs say more), then the size-specific one for what is still open."""
-    own = certificate_path(system, proofs_dir)
-    paths = [p for p in all_sizes_paths(system, proofs_dir) if p != own]
-    if own.exists():
-        paths.append(own)
+    own = size_specific_path(system, proofs_dir)
+    paths = all_sizes_paths(system, proofs_dir) + ([own] if own.exists() else [])
     names = {p.name for p in system.properties}
     for path in paths:
         if names <= set(verdicts):

@@ -39,7 +39,6 @@ class Needs:
     kept: list[QClause] = field(default_factory=list)
     by_property: dict[str, list[int]] = field(default_factory=dict)
     queries: int = 0
-    seconds: float = 0.0
 
 
 class _Guarded:
@@ -77,7 +76,6 @@ def find_needs(model: ParamModel, clauses: list[QClause], properties: list[str],
     """The clauses of ``clauses`` (an inductive invariant proving ``properties``) the
     properties need (module docstring); None when a query is not decided in time (keep
     the whole invariant then)."""
-    start = time.monotonic()
     types = type_clauses(model)
     typed = {c.formula.sexpr() for c in types}
     every = types + [c for c in clauses if c.formula.sexpr() not in typed]
@@ -150,6 +148,5 @@ def find_needs(model: ParamModel, clauses: list[QClause], properties: list[str],
     out.kept = [every[k] for k in order]
     out.by_property = {name: sorted(position[k] for k in closure(roots[name]) if k in position)
                        for name in properties}
-    out.seconds = time.monotonic() - start
     return out
 

@@ -4,12 +4,14 @@ class: the properties that hold at the default size, how many of them are
 ``PROVED (all sizes …)``, the CPU seconds of the whole command, the lines read loosely,
 the CPU seconds of ``kvspec check-proof`` of the all-sizes certificate it wrote (a
 fresh process, bytecode cached, as a user's re-check runs; wall time on an idle
-machine is about the same), and for the rest the first
+machine is about the same) at the size of the run and at requests=16, pages=256
+("check big"), and for the rest the first
 reason the engine gives. The run starts from a copy of ``proofs/`` (the stored
 size-specific certificates), so nothing in the repository is rewritten.
 
     python benchmarks/all_sizes_bench.py                 # every class, 100 s each
     python benchmarks/all_sizes_bench.py --timeout 60 --only lowest_free abort_release
+    python benchmarks/all_sizes_bench.py --size requests=4,pages=16   # learnt at (2,4)
 """
 from __future__ import annotations
 
@@ -40,7 +42,11 @@ def model_classes(path: Path) -> list[str]:
     return found
 
 
-def survey(path: Path, cls: str, timeout: float) -> dict[str, Any]:
+#: the size the certificates are re-checked at besides the run's
+BIG = "requests=16,pages=256"
+
+
+def survey(path: Path, cls: str, timeout: float, size: str | None = None) -> dict[str, Any]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's Python caches bytecode
     with tempfile.TemporaryDirectory(prefix="kvspec-survey-") as tmp:
@@ -49,13 +55,15 @@ def survey(path: Path, cls: str, timeout: float) -> dict[str, Any]:
         proc = subprocess.run(
             [sys.executable, "-m", "kvspec", "verify", str(path), "--model-class", cls,
              "--engine", "all-sizes", "--timeout", str(timeout), "--json", "--save-proof",
-             "--proofs-dir", tmp],
+             "--proofs-dir", tmp, *(["--size", size] if size else [])],
             capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout * 3 + 60)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        recheck = _recheck(path, cls, Path(tmp), env)
+        recheck = _recheck(path, cls, Path(tmp), env, size)
+        big = _recheck(path, cls, Path(tmp), env, BIG)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     row: dict[str, Any] = {"file": path.relative_to(ROOT / "models").as_posix(), "class": cls,
-                           "cpu": cpu, "rc": proc.returncode, "recheck": recheck}
+                           "cpu": cpu, "rc": proc.returncode, "recheck": recheck,
+                           "big": big}
     try:
         doc = json.loads(proc.stdout)
     except ValueError:
@@ -72,15 +80,18 @@ def survey(path: Path, cls: str, timeout: float) -> dict[str, Any]:
     return row
 
 
-def _recheck(path: Path, cls: str, proofs: Path, env: dict[str, str]) -> float | None:
-    """CPU seconds of ``check-proof`` of the all-sizes certificate the run wrote (None:
-    it wrote none, or the certificate did not re-check)."""
+def _recheck(path: Path, cls: str, proofs: Path, env: dict[str, str],
+             size: str | None = None) -> float | None:
+    """CPU seconds of ``check-proof`` of the all-sizes certificate the run wrote, at
+    ``size`` (None: the model's own; returns None when it wrote none, or the
+    certificate did not re-check)."""
     certs = sorted(proofs.glob(f"{path.stem}.{cls}.*requests=all*.json"))
     if not certs:
         return None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([sys.executable, "-m", "kvspec", "check-proof", str(certs[0]),
-                           str(path), "--model-class", cls],
+                           str(path), "--model-class", cls,
+                           *(["--size", size] if size else [])],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -100,30 +111,34 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--timeout", type=float, default=100.0)
     ap.add_argument("--only", nargs="*", default=None, help="model file stems")
+    ap.add_argument("--size", default=None, help="NAME=N[,NAME=N] for every run, e.g. "
+                    "requests=4,pages=16 (default: each model's own sizes)")
     args = ap.parse_args()
     files = sorted((ROOT / "models").glob("*.py")) + sorted((ROOT / "models" / "library")
                                                           .glob("*.py"))
     rows = []
     print(f"{'model':34} {'class':32} {'hold':>4} {'unkn':>4} {'all':>4} {'loose':>5} "
-          f"{'CPU s':>7} {'check':>6}  why not")
+          f"{'CPU s':>7} {'check':>6} {'big':>6}  why not")
     for path in files:
         if args.only and path.stem not in args.only:
             continue
         for cls in model_classes(path):
-            row = survey(path, cls, args.timeout)
+            row = survey(path, cls, args.timeout, args.size)
             rows.append(row)
             why = row.get("error") or row.get("why_not", "")
             print(f"{row['file']:34} {cls:32} {row.get('holding', '-'):>4} "
                   f"{row.get('unknown', '-'):>4} {row.get('all_sizes', '-'):>4} "
                   f"{row.get('loose', '-'):>5} "
-                  f"{row['cpu']:7.1f} {_seconds(row['recheck']):>6}  {why[:110]}", flush=True)
+                  f"{row['cpu']:7.1f} {_seconds(row['recheck']):>6} {_seconds(row['big']):>6}  "
+                  f"{why[:110]}", flush=True)
     done = sum(1 for r in rows if r.get("holding") and r.get("all_sizes") == r["holding"])
     print(f"\n{done} of {sum(1 for r in rows if r.get('holding'))} classes with holding "
           "properties: every one PROVED (all sizes)")
-    checks = [r["recheck"] for r in rows if r.get("recheck") is not None]
-    if checks:
-        print(f"check-proof of the {len(checks)} all-sizes certificates: "
-              f"{min(checks):.2f}-{max(checks):.2f} s CPU")
+    for key, where in (("recheck", "at the run's size"), ("big", f"at {BIG}")):
+        checks = [r[key] for r in rows if r.get(key) is not None]
+        if checks:
+            print(f"check-proof of the {len(checks)} all-sizes certificates {where}: "
+                  f"{min(checks):.2f}-{max(checks):.2f} s CPU")
 
 
 def _seconds(x: float | None) -> str:

@@ -109,6 +109,7 @@ def test_beyond_small_state_spaces_a_symmetric_model_is_proved_one_orbit_at_a_ti
     one orbit at a time before the whole transition system is built for BMC: a proof
     that needs neither BMC nor the full encoding, re-checked and saved as a certificate."""
     monkeypatch.setattr(auto, "SMALL_STATES", 50)
+    monkeypatch.setattr(auto, "EVERY_SIZE_SECONDS", 0)  # the stage before, tested apart
     system = system_of("patched.py", {"requests": 3, "pages": 4})
     result = run(system, "auto", coverage=False, save_proof=True, proofs_dir=tmp_path)
     stages = [s["stage"] for s in result.stats.extra["auto"]]
@@ -121,6 +122,7 @@ def test_beyond_small_state_spaces_a_symmetric_model_is_proved_one_orbit_at_a_ti
 def test_the_orbit_stage_leaves_violations_to_bmc_with_their_shortest_lengths(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(auto, "SMALL_STATES", 50)
+    monkeypatch.setattr(auto, "EVERY_SIZE_SECONDS", 0)
     result = run(system_of("buggy_pd.py", {"requests": 3, "pages": 4}), "auto", coverage=False)
     stages = {s["stage"]: s for s in result.stats.extra["auto"]}
     assert stages["orbits"]["proved"] == ["no-reuse-before-drain"]

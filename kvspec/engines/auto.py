@@ -11,6 +11,13 @@
    state length (``--max-states N`` replaces these caps): HOLDS (exhaustive) /
    VIOLATED (explicit). A search the cap stops still
    decides every violation within the depth it completed (breadth-first: shortest).
+   2a. **Proof for every size** when that search stopped at its budget and the run's
+   size is larger than the small one (two requests, four pages): the clauses of a
+   proof at the small size, generalised and checked for every number of requests and
+   pages (:func:`kvspec.proofs.parametric.engine.prove_every_size`), within
+   ``EVERY_SIZE_SECONDS`` — PROVED (all sizes, …) for what it proves. Its cost does
+   not grow with the run's size, and with ``--save-proof`` its certificate re-checks
+   at every size in about a second.
    2b. **Orbit proof** when that search stopped at its budget and the model is
    symmetric in its requests or pages: the clauses inferred at a small size, checked
    at this size one orbit of action instances at a time
@@ -68,6 +75,9 @@ SMALL_WORK = 2_500_000
 #: many interchangeable requests a state has many images to compare (patched at
 #: requests=6, pages=32: 120 per state, 56 CPU s for 3,000 states without this budget)
 SMALL_CANON_WORK = 25_000_000
+#: the proof for every size (stage 2a) may take this many seconds (it decides nothing
+#: the later stages cannot: running out of it changes only which one proves); 0 skips it
+EVERY_SIZE_SECONDS = 120.0
 #: the quick BMC stage: at most this depth ...
 QUICK_BMC_DEPTH = 12
 #: ... and this many Z3 resource units (``rlimit``) for all of its queries together
@@ -98,6 +108,10 @@ def run_auto(system: System, *, timeout: float | None, max_states: int | None, s
         if pending:
             pending = _explicit(system, pending, verdicts, stages, stats, deadline, max_states,
                                 symmetry, progress, coverage, backend, warn)
+        if pending and not deadline.expired() and _explicit_incomplete(stages):
+            _every_size(system, pending, verdicts, stages, deadline, save_proof, proofs_dir,
+                        progress, symmetry, max_states)
+            pending = [p for p in pending if p.name not in verdicts]
         small = None
         if pending and not deadline.expired() and _explicit_incomplete(stages) and symmetry:
             small = _orbits(system, pending, verdicts, stages, deadline, max_states, save_proof,
@@ -173,6 +187,39 @@ def _quick_bmc(system: System, pending: list[Property], verdicts: dict[str, Verd
 def _explicit_incomplete(stages: list[dict[str, Any]]) -> bool:
     """Stage 2 ran and stopped at its budget: the state space is not small."""
     return any(st.get("stage") == "explicit" and not st.get("complete") for st in stages)
+
+
+def _every_size(system: System, pending: list[Property], verdicts: dict[str, Verdict],
+                stages: list[dict[str, Any]], deadline: Deadline, save_proof: bool,
+                proofs_dir: Path, progress: ProgressFn | None, symmetry: bool,
+                max_states: int | None) -> None:
+    """2a. Beyond the small state spaces, at a size larger than the small one: a proof
+    for every size learnt at the small size
+    (:func:`kvspec.proofs.parametric.engine.prove_every_size`), within
+    ``EVERY_SIZE_SECONDS``. Its cost does not grow with the run's size, and its
+    certificate re-checks as fast at every size. Proofs only (re-checked); the rest
+    goes on to the size-specific stages."""
+    from kvspec.proofs.parametric.engine import all_sizes_verdict, is_small, prove_every_size
+
+    if EVERY_SIZE_SECONDS <= 0 or is_small(system):
+        return
+    t0 = time.monotonic()
+    left = deadline.left()
+    budget = EVERY_SIZE_SECONDS if left is None else min(left, EVERY_SIZE_SECONDS)
+    with time_limit(deadline, "the proof for every size"), python_handles_ctrl_c():
+        proof, extra, note = prove_every_size(
+            system, [p.name for p in pending], timeout=budget, save_proof=save_proof,
+            proofs_dir=proofs_dir, progress=progress, symmetry=symmetry,
+            max_states=max_states)
+    for name in proof.proved:
+        verdicts[name] = all_sizes_verdict(proof, name, note)
+    stage: dict[str, Any] = {"stage": "all-sizes", "proved": sorted(proof.proved),
+                             "seconds": round(time.monotonic() - t0, 3)}
+    if proof.why_not and len(proof.proved) < len(pending):
+        stage["why_not"] = proof.why_not
+    if "learnt_at" in extra:
+        stage["learnt_at"] = extra["learnt_at"]
+    stages.append(stage)
 
 
 def _orbits(system: System, pending: list[Property], verdicts: dict[str, Verdict],

@@ -167,6 +167,8 @@ class ParamExec(Iteration, GridAccess):
         self.enabled = TRUE
         self.errors = []
         self.events = []
+        self.violations = {}  # not the last action's: an invariant starts from nothing
+        self.counts = []
         self.frames = []
         self.par = None
         value = self.call(fn, [], TRUE)

@@ -1,8 +1,9 @@
 """``--engine all-sizes``: proofs for every number of requests and pages.
 
 1. The size-specific proof first: a stored size-specific certificate that
-   re-checks, else PDR (:mod:`kvspec.engines.pdr`) at the requested sizes. Its
-   verdicts are the fallback for everything that follows.
+   re-checks, else PDR (:mod:`kvspec.engines.pdr`), at the requested sizes when they
+   are the small size (at most two requests and four pages), else at the small size
+   (:func:`prove_every_size`): what is generalised need not grow with the run's size.
 2. The model's parametric reading (:mod:`kvspec.proofs.parametric.model`); a
    construct outside the fragment is reported with its file and line.
 3. The size-specific invariant's clauses generalised to ``for all`` clauses
@@ -13,7 +14,9 @@
    clauses)``; the invariant is then re-checked exactly as a stored all-sizes
    certificate would be, and with ``--save-proof`` written as one
    (``…requests=all,pages=all,….json``, ``"kind": "all-sizes"``). Every other
-   property keeps its size-specific verdict, with the reason attached.
+   property gets its size-specific verdict at the requested sizes (step 1's, or a
+   size-specific proof there when step 1 ran at the small size), with the reason
+   attached.
 """
 from __future__ import annotations
 
@@ -286,14 +289,137 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
     props = [p.name for p in system.properties]
-    base, clauses, extra = _size_specific(system, timeout, save_proof, proofs_dir, progress,
-                                          symmetry, max_states)
-    verdicts = {v.prop: v for v in base}
+    note = ""
+    if is_small(system):
+        base, clauses, extra = _size_specific(system, timeout, save_proof, proofs_dir, progress,
+                                              symmetry, max_states)
+        verdicts = {v.prop: v for v in base}
+        holding = [p for p in props if verdicts[p].status in (Status.PROVED, Status.HOLDS)]
+        if progress is not None:
+            progress(0, 0, time.monotonic() - start, "all sizes")
+        proof = every_size(system, clauses, holding, deadline=deadline, needs=_needs(extra),
+                           extra=extra)
+        if proof.proved and save_proof:
+            path = write_all_sizes(system, proof, proofs_dir,
+                                   {"seconds": round(proof.seconds, 2), "queries": proof.queries})
+            note = f", saved to {path}"
+            extra["all_sizes_certificate"] = str(path)
+    else:
+        # learnt at the small size; the verdicts at this run's size come from this size
+        # for whatever that does not prove for every size
+        proof, extra, note = prove_every_size(system, props, timeout=timeout,
+                                              save_proof=save_proof, proofs_dir=proofs_dir,
+                                              progress=progress, symmetry=symmetry,
+                                              max_states=max_states)
+        rest = [p for p in props if p not in proof.proved]
+        verdicts = {}
+        if rest:
+            left = None if deadline is None else max(0.001, deadline - time.monotonic())
+            base, _, at_size = _size_specific(_restricted(system, rest), left, save_proof,
+                                              proofs_dir, progress, symmetry, max_states)
+            extra["at_this_size"] = at_size
+            verdicts.update({v.prop: v for v in base})
+    for name in props:
+        if name in proof.proved:
+            verdicts[name] = all_sizes_verdict(proof, name, note)
+        elif verdicts[name].status is not Status.VIOLATED and (
+                proof.why_not or name in proof.why_not_for):
+            v = verdicts[name]
+            why = proof.why_not_for.get(name, proof.why_not)
+            v.detail = "; ".join(x for x in (v.detail, f"not for all sizes: {why}") if x)
+    extra["all_sizes"] = proof_summary(proof)
+    stats = Stats(seconds=time.monotonic() - start)
+    stats.extra["all-sizes"] = extra
+    return EngineOutcome([verdicts[p] for p in props], stats, KIND_ALL_SIZES)
+
+
+def prove_every_size(system: System, names: list[str], *, timeout: float | None,
+                     save_proof: bool, proofs_dir: Path, progress: ProgressFn | None = None,
+                     symmetry: bool = True, max_states: int | None = None
+                     ) -> tuple[AllSizesProof, dict[str, Any], str]:
+    """A proof for every size of the properties ``names`` of ``system`` (larger than the
+    small size), learnt at the small size: its size-specific invariant (a stored
+    certificate at that size that re-checks, else PDR there), generalised and checked
+    for every size. What it proves holds at ``system``'s size too: every size with
+    the same values of the sizes that are not ids. Returns the proof, notes, and where
+    its certificate was saved (``", saved to …"``, or "")."""
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    small = small_system(system, names)
+    extra: dict[str, Any] = {}
+    if small is None:
+        return AllSizesProof(why_not="already the small size"), extra, ""
+    extra["learnt_at"] = dict(small.sizes)
+    try:
+        parametric_model(small)
+    except Unsupported as exc:  # before the search at the small size, which is wasted then
+        return AllSizesProof(why_not=str(exc)), extra, ""
+    learnt, clauses, found = _size_specific(small, timeout, False, proofs_dir, progress,
+                                            symmetry, max_states)
+    extra.update(found)
+    holding = [v.prop for v in learnt if v.status in (Status.PROVED, Status.HOLDS)]
+    at = ", ".join(f"{k}={v}" for k, v in small.sizes.items())
+    extra["small_verdicts"] = {v.prop: v.status.value for v in learnt}
     if progress is not None:
         progress(0, 0, time.monotonic() - start, "all sizes")
-    holding = [p for p in props if verdicts[p].status in (Status.PROVED, Status.HOLDS)]
+    # the clauses name the small size's slots: generalised on the system they come from
+    proof = every_size(small, clauses, holding, deadline=deadline, needs=_needs(extra),
+                       extra=extra)
+    for v in learnt:
+        if v.status is Status.VIOLATED:
+            proof.why_not_for[v.prop] = f"violated at {at}"
+        elif v.prop not in holding:
+            proof.why_not_for[v.prop] = f"not proved at {at}: {v.headline()}"
+    note = ""
+    if proof.proved and save_proof:
+        path = write_all_sizes(system, proof, proofs_dir,
+                               {"seconds": round(proof.seconds, 2), "queries": proof.queries})
+        note = f", saved to {path}"
+        extra["all_sizes_certificate"] = str(path)
+    return proof, extra, note
+
+
+def small_system(system: System, names: list[str] | None = None) -> System | None:
+    """``system`` at the small size invariants are learnt at
+    (:func:`kvspec.engines.inference.small_sizes`: at most two requests and four pages,
+    every other size as it is), checking the properties ``names`` (None: all of
+    ``system``'s), or None when ``system`` is already that small."""
+    from kvspec.engines.inference import small_sizes
+    from kvspec.lang.system import compile_model
+
+    if is_small(system):
+        return None
+    return compile_model(system.loaded, small_sizes(system),
+                         [p.name for p in system.properties] if names is None else names,
+                         inflight_bound=system.inflight_bound)
+
+
+def is_small(system: System) -> bool:
+    """Whether ``system`` is already at the small size (:func:`small_system`)."""
+    from kvspec.engines.inference import small_sizes
+    from kvspec.lang.system import settable_sizes
+
+    return small_sizes(system) == settable_sizes(system.loaded, system.sizes)
+
+
+def _restricted(system: System, names: list[str]) -> System:
+    """``system`` checking only the properties ``names``."""
+    from kvspec.lang.system import compile_model, settable_sizes
+
+    if names == [p.name for p in system.properties]:
+        return system
+    return compile_model(system.loaded, settable_sizes(system.loaded, system.sizes), names,
+                         inflight_bound=system.inflight_bound)
+
+
+def every_size(system: System, clauses: list[tuple[z3.BoolRef, str]], holding: list[str], *,
+               deadline: float | None, needs: dict[str, list[str]] | None = None,
+               extra: dict[str, Any] | None = None) -> AllSizesProof:
+    """Steps 2-4 for the properties ``holding`` from a size-specific invariant's
+    ``clauses`` (of ``system`` at any size with the same values of the sizes that are
+    not ids): the reading with every value of the other size parameters first, then
+    this run's values of them; the invariant cut to what the proved properties need."""
     proof = AllSizesProof(why_not="no size-specific invariant to generalise")
-    needs = _needs(extra)
     if clauses and holding:
         params = symbolic_params(system)
         wider = None
@@ -302,8 +428,9 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
             # holding property, the reading at this run's values is not needed
             wider = prove_all_sizes(system, clauses, holding, deadline=deadline,
                                     params=params, needs=needs)
-            extra["every_value_of"] = {"sizes": params, "proved": wider.proved,
-                                       "why_not": wider.why_not}
+            if extra is not None:
+                extra["every_value_of"] = {"sizes": params, "proved": wider.proved,
+                                           "why_not": wider.why_not}
         if wider is not None and sorted(wider.proved) == sorted(holding):
             proof = wider
         else:
@@ -313,43 +440,35 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
                 proof = wider
     if proof.proved and proof.model is not None:
         _cut_to_needs(proof.model, proof, deadline)
-    note = ""
-    if proof.proved and save_proof:
-        path = write_all_sizes(system, proof, proofs_dir,
-                               {"seconds": round(proof.seconds, 2), "queries": proof.queries})
-        note = f", saved to {path}"
-        extra["all_sizes_certificate"] = str(path)
+    return proof
+
+
+def all_sizes_verdict(proof: AllSizesProof, name: str, note: str = "") -> Verdict:
+    """The PROVED (all sizes) verdict of ``name``, which ``proof`` proves; ``note``
+    ends its detail (where the certificate was saved)."""
     loose = ""
     if proof.model is not None and proof.model.sizes is not None and proof.model.sizes.params:
         loose = f"; every {', '.join(sorted(proof.model.sizes.params))}"
-    if proof.counts and proof.proved:
+    if proof.counts:
         loose += f"; counting pages with {', '.join(proof.counts)}"
     if proof.approximations:
         lines = sorted({a.split(": ", 1)[0] for a in proof.approximations},
                        key=lambda w: (w.rsplit(":", 1)[0], int(w.rsplit(":", 1)[-1] or 0)))
         loose += f"; over-approximating {', '.join(lines)}"
-    for name in props:
-        if name in proof.proved:
-            n = len(proof.clauses)
-            need = (f" (this property needs {proof.needs[name]} of them)"
-                    if name in proof.needs and n > 1 else "")
-            verdicts[name] = Verdict(name, Status.PROVED, ALL_SIZES,
-                                     f"inductive invariant, {n} clause"
-                                     f"{'' if n == 1 else 's'}{need}{loose}{note}")
-        elif verdicts[name].status is not Status.VIOLATED and proof.why_not:
-            v = verdicts[name]
-            why = proof.why_not_for.get(name, proof.why_not)
-            v.detail = "; ".join(x for x in (v.detail, f"not for all sizes: {why}") if x)
-    extra["all_sizes"] = {"proved": proof.proved, "clauses": len(proof.clauses),
-                          "needs": proof.needs,
-                          "seconds": round(proof.seconds, 3), "queries": proof.queries,
-                          "not_generalised": proof.rejected, "not_inductive": proof.dropped,
-                          "approximations": proof.approximations,
-                          "why_not": proof.why_not, "why_not_for": proof.why_not_for,
-                          "ghost_counts": proof.counts}
-    stats = Stats(seconds=time.monotonic() - start)
-    stats.extra["all-sizes"] = extra
-    return EngineOutcome([verdicts[p] for p in props], stats, KIND_ALL_SIZES)
+    n = len(proof.clauses)
+    need = (f" (this property needs {proof.needs[name]} of them)"
+            if name in proof.needs and n > 1 else "")
+    return Verdict(name, Status.PROVED, ALL_SIZES,
+                   f"inductive invariant, {n} clause{'' if n == 1 else 's'}{need}{loose}{note}")
+
+
+def proof_summary(proof: AllSizesProof) -> dict[str, Any]:
+    """What the JSON result says about an all-sizes proof."""
+    return {"proved": proof.proved, "clauses": len(proof.clauses), "needs": proof.needs,
+            "seconds": round(proof.seconds, 3), "queries": proof.queries,
+            "not_generalised": proof.rejected, "not_inductive": proof.dropped,
+            "approximations": proof.approximations, "why_not": proof.why_not,
+            "why_not_for": proof.why_not_for, "ghost_counts": proof.counts}
 
 
 def _needs(extra: dict[str, Any]) -> dict[str, list[str]] | None:

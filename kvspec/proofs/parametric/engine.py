@@ -343,22 +343,31 @@ def prove_every_size(system: System, names: list[str], *, timeout: float | None,
     for every size. What it proves holds at ``system``'s size too: every size with
     the same values of the sizes that are not ids. Returns the proof, notes, and where
     its certificate was saved (``", saved to …"``, or "")."""
+    from kvspec.lang.errors import ModelError, UsageError
+
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
-    small = small_system(system, names)
     extra: dict[str, Any] = {}
+    try:
+        small = small_system(system, names)
+    except (ModelError, UsageError) as exc:  # a size it does not compile at: not this run's
+        return AllSizesProof(why_not=f"the model does not compile at the small size: {exc}"), \
+            extra, ""
     if small is None:
         return AllSizesProof(why_not="already the small size"), extra, ""
     extra["learnt_at"] = dict(small.sizes)
+    at = ", ".join(f"{k}={v}" for k, v in small.sizes.items())
     try:
         parametric_model(small)
     except Unsupported as exc:  # before the search at the small size, which is wasted then
         return AllSizesProof(why_not=str(exc)), extra, ""
-    learnt, clauses, found = _size_specific(small, timeout, False, proofs_dir, progress,
-                                            symmetry, max_states)
+    try:
+        learnt, clauses, found = _size_specific(small, timeout, False, proofs_dir, progress,
+                                                symmetry, max_states)
+    except ModelError as exc:  # reachable at the small size only: this run's size decides
+        return AllSizesProof(why_not=f"a model error at {at}: {exc}"), extra, ""
     extra.update(found)
     holding = [v.prop for v in learnt if v.status in (Status.PROVED, Status.HOLDS)]
-    at = ", ".join(f"{k}={v}" for k, v in small.sizes.items())
     extra["small_verdicts"] = {v.prop: v.status.value for v in learnt}
     if progress is not None:
         progress(0, 0, time.monotonic() - start, "all sizes")

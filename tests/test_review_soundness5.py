@@ -1,0 +1,81 @@
+"""All-sizes proofs learnt at the small size (two requests, four pages) for a run at a
+larger size: the small size is only where an invariant is learnt. A model that does not
+compile at the small size, or has a model error reachable only there, still gets its
+verdicts at the run's size (never a model error of a size nobody asked for), and what is
+proved for every size is never violated at the run's size."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kvspec.engines.auto as auto
+from kvspec.lang.loader import load_model
+from kvspec.lang.system import System, compile_model
+from kvspec.runner import run
+from kvspec.verdict import Status
+
+POOL = '''
+from kvspec import Int, Model, Page, Pages, Request, Requests, Size, action, emit, require
+
+
+class Pool(Model):
+    properties = ("no-read-beyond-written",)
+    requests = Requests(2)
+    pages = Pages(6)
+    owner = pages.var(requests.optional, init=None)
+EXTRA
+
+    @action
+    def alloc(s, r: Request, p: Page):
+        require(s.owner[p] is None)
+        s.owner[p] = r
+        emit.alloc(r, p)
+
+    @action
+    def free(s, p: Page):
+        require(s.owner[p] is not None)
+        emit.free(s.owner[p], p)
+        s.owner[p] = None
+'''
+
+# compiles from five pages on: at four its derived size is below its minimum
+NO_SMALL_SIZE = POOL.replace(
+    "EXTRA", "    spare = Size(derived=lambda sz: sz.pages - 4, minimum=1)")
+
+# a write that leaves the range of `used` with four pages, not with six
+ERROR_AT_SMALL_SIZE = POOL.replace("EXTRA", '''    used = requests.var(Int(0, "pages"), init=0)
+
+    @action
+    def bump(s, r: Request):
+        require(s.used[r] == 0)
+        s.used[r] = s.used[r] + 5''')
+
+
+def _system(tmp_path: Path, source: str, sizes: dict[str, int] | None = None) -> System:
+    path = tmp_path / "model.py"
+    path.write_text(source)
+    return compile_model(load_model(path), sizes)
+
+
+@pytest.mark.parametrize("source, why", [
+    (NO_SMALL_SIZE, "does not compile at the small size"),
+    (ERROR_AT_SMALL_SIZE, "model error at requests=2, pages=4"),
+])
+@pytest.mark.parametrize("engine", ["all-sizes", "auto"])
+def test_a_model_error_only_at_the_small_size_leaves_the_run_size_to_decide(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, why: str,
+        engine: str) -> None:
+    monkeypatch.setattr(auto, "SMALL_STATES", 3)  # auto: past the explicit stage
+    system = _system(tmp_path, source)
+    explicit = run(system, "explicit", coverage=False)
+    assert [v.status for v in explicit.verdicts] == [Status.HOLDS]
+    result = run(system, engine, proofs_dir=tmp_path, coverage=False)
+    assert result.exit_code == 0
+    (v,) = result.verdicts
+    assert v.status is Status.PROVED and v.method != "all sizes", v.headline()
+    if engine == "all-sizes":
+        assert why in v.detail and "model.py:" in v.detail
+    else:
+        stage = {s["stage"]: s for s in result.stats.extra["auto"]}["all-sizes"]
+        assert stage["proved"] == [] and why in stage["why_not"]

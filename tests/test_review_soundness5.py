@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import kvspec.engines.auto as auto
+from kvspec.lang.errors import ModelError
 from kvspec.lang.loader import load_model
 from kvspec.lang.system import System, compile_model
 from kvspec.runner import run
@@ -52,6 +53,14 @@ ERROR_AT_SMALL_SIZE = POOL.replace("EXTRA", '''    used = requests.var(Int(0, "p
         s.used[r] = s.used[r] + 5''')
 
 
+# a count of pages as an index of `slots`: always an index with four pages, not with six
+# (the compiler checks it from five pages on; the small size's reading has no check)
+SLOT_OF_COUNT = POOL.replace("from kvspec import", "from kvspec import Slots,").replace(
+    "EXTRA", """    slots = Slots(5)
+    mark = slots.var(bool, init=False)""").replace(
+    "        emit.alloc(r, p)", "        s.mark[COORD] = True\n        emit.alloc(r, p)")
+
+
 def _system(tmp_path: Path, source: str, sizes: dict[str, int] | None = None) -> System:
     path = tmp_path / "model.py"
     path.write_text(source)
@@ -79,3 +88,24 @@ def test_a_model_error_only_at_the_small_size_leaves_the_run_size_to_decide(
     else:
         stage = {s["stage"]: s for s in result.stats.extra["auto"]}["all-sizes"]
         assert stage["proved"] == [] and why in stage["why_not"]
+
+
+@pytest.mark.parametrize("engine", ["all-sizes", "auto"])
+def test_a_check_the_small_size_does_not_need_is_not_proved_away_at_the_run_size(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    monkeypatch.setattr(auto, "SMALL_STATES", 3)
+    source = SLOT_OF_COUNT.replace("COORD", "(s.owner != None).count() + 0")
+    system = _system(tmp_path, source)
+    with pytest.raises(ModelError, match=r"mark\[5\]: index out of range 0..4"):
+        run(system, "explicit", coverage=False)
+    with pytest.raises(ModelError, match=r"mark\[5\]: index out of range 0..4"):
+        run(system, engine, save_proof=True, proofs_dir=tmp_path, coverage=False)
+    assert not list(tmp_path.glob("*all*.json"))
+
+
+@pytest.mark.parametrize("coord", ["(s.owner != None).count()", "(s.owner != None).count() + 0"])
+def test_a_count_as_an_index_of_an_index_space_is_read_as_any_number(
+        tmp_path: Path, coord: str) -> None:
+    system = _system(tmp_path, SLOT_OF_COUNT.replace("COORD", coord), {"pages": 4})
+    (v,) = run(system, "all-sizes", proofs_dir=tmp_path, coverage=False).verdicts
+    assert v.status is Status.PROVED and "over-approximating model.py:" in v.detail

@@ -15,6 +15,7 @@ from kvspec.lang.loader import load_model
 from kvspec.lang.system import System, compile_model
 from kvspec.runner import run
 from kvspec.verdict import Status
+from test_all_sizes import SIZE_THRESHOLD
 
 POOL = '''
 from kvspec import Int, Model, Page, Pages, Request, Requests, Size, action, emit, require
@@ -109,3 +110,71 @@ def test_a_count_as_an_index_of_an_index_space_is_read_as_any_number(
     system = _system(tmp_path, SLOT_OF_COUNT.replace("COORD", coord), {"pages": 4})
     (v,) = run(system, "all-sizes", proofs_dir=tmp_path, coverage=False).verdicts
     assert v.status is Status.PROVED and "over-approximating model.py:" in v.detail
+
+
+# id spaces named otherwise, and a size that is neither (kept at its value)
+RENAMED = '''
+from kvspec import Model, Page, Pages, Request, Requests, Size, action, emit, invariant, require
+
+
+class Renamed(Model):
+    properties = ("no-reuse-before-drain",)
+    reqs = Requests(3)
+    blocks = Pages(6)
+    cap = Size(2, maximum=5)
+    owner = blocks.var(reqs.optional, init=None)
+
+    @action
+    def alloc(s, r: Request, p: Page):
+        require(s.owner[p] is None)
+        require((s.owner != None).count() < s.cap)  # noqa: E711
+        s.owner[p] = r
+        emit.alloc(r, p)
+
+    @action
+    def free(s, r: Request, p: Page):
+        require(s.owner[p] == r)
+        emit.free(r, p)
+        s.owner[p] = None
+
+    @invariant
+    def within_cap(s):
+        return (s.owner != None).count() <= s.cap  # noqa: E711
+'''
+
+
+def test_a_certificate_learnt_at_the_small_size_holds_where_it_says_and_nowhere_else(
+        tmp_path: Path) -> None:
+    from kvspec.proofs.certificate import check_certificate
+
+    system = _system(tmp_path, RENAMED)
+    result = run(system, "all-sizes", save_proof=True, proofs_dir=tmp_path, coverage=False)
+    assert result.stats.extra["all-sizes"]["learnt_at"] == {"reqs": 2, "blocks": 4, "cap": 2}
+    assert {v.method for v in result.verdicts} == {"all sizes"}
+    (cert,) = tmp_path.glob("*.json")
+    assert "reqs=all,blocks=all,cap=2" in cert.name
+    for sizes, ok in (({}, True), ({"reqs": 1, "blocks": 1}, True),
+                      ({"reqs": 5, "blocks": 9}, True), ({"cap": 4}, False)):
+        check = check_certificate(cert, _system(tmp_path, RENAMED, sizes))
+        assert check.ok is ok, (sizes, check.problems)
+    assert "not at {'cap': 4}" in " ".join(check.problems)
+
+
+# decode after reject is allowed from four requests on, through a derived size
+DERIVED_GATE = SIZE_THRESHOLD.replace("import Model,", "import Model, Size,").replace(
+    "    rej = requests.var(bool, init=False)\n",
+    "    gate = Size(derived=lambda sz: 1 if sz.requests >= 4 else 0)\n"
+    "    rej = requests.var(bool, init=False)\n").replace("len(s.requests) >= 4", "s.gate + 0 >= 1")
+
+
+@pytest.mark.parametrize("engine", ["all-sizes", "auto"])
+def test_a_derived_size_that_opens_a_violation_above_the_small_size_is_violated(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    monkeypatch.setattr(auto, "SMALL_STATES", 3)
+    small = run(_system(tmp_path, DERIVED_GATE), "explicit", coverage=False)
+    assert [v.status for v in small.verdicts] == [Status.HOLDS]
+    result = run(_system(tmp_path, DERIVED_GATE, {"requests": 4}), engine, save_proof=True,
+                 proofs_dir=tmp_path, coverage=False)
+    (v,) = result.verdicts
+    assert v.status is Status.VIOLATED and v.trace is not None and len(v.trace) == 2
+    assert not list(tmp_path.glob("*all*.json"))

@@ -12,7 +12,9 @@
    stays is inductive for every size.
 4. A property the result excludes is ``PROVED (all sizes, inductive invariant, N
    clauses)``; the invariant is then re-checked exactly as a stored all-sizes
-   certificate would be, and with ``--save-proof`` written as one
+   certificate would be (learnt at the small size: also on the reading of the
+   requested sizes, whose compiled code may check what the small size's cannot
+   fail), and with ``--save-proof`` written as one
    (``…requests=all,pages=all,….json``, ``"kind": "all-sizes"``). Every other
    property gets its size-specific verdict at the requested sizes (step 1's, or a
    size-specific proof there when step 1 ran at the small size), with the reason
@@ -340,9 +342,9 @@ def prove_every_size(system: System, names: list[str], *, timeout: float | None,
     """A proof for every size of the properties ``names`` of ``system`` (larger than the
     small size), learnt at the small size: its size-specific invariant (a stored
     certificate at that size that re-checks, else PDR there), generalised and checked
-    for every size. What it proves holds at ``system``'s size too: every size with
-    the same values of the sizes that are not ids. Returns the proof, notes, and where
-    its certificate was saved (``", saved to …"``, or "")."""
+    for every size, and re-checked on the reading of ``system``'s own size
+    (:func:`_recheck_at_size`): what it proves holds there. Returns the proof, notes,
+    and where its certificate was saved (``", saved to …"``, or "")."""
     from kvspec.lang.errors import ModelError, UsageError
 
     start = time.monotonic()

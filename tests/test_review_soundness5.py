@@ -160,6 +160,22 @@ def test_a_certificate_learnt_at_the_small_size_holds_where_it_says_and_nowhere_
     assert "not at {'cap': 4}" in " ".join(check.problems)
 
 
+def test_proved_for_every_size_at_a_size_means_its_certificate_re_checks_there(
+        tmp_path: Path) -> None:
+    """At its maximum number of requests the model has no reading for every size (it
+    cannot be compiled with one more), though the small size has one."""
+    from kvspec.proofs.certificate import check_certificate
+
+    system = _system(tmp_path, RENAMED.replace("Requests(3)", "Requests(3, maximum=3)"))
+    result = run(system, "all-sizes", save_proof=True, proofs_dir=tmp_path, coverage=False)
+    assert {v.status for v in result.verdicts} == {Status.PROVED}
+    every = list(tmp_path.glob("*all*.json"))
+    assert bool(every) == any(v.method == "all sizes" for v in result.verdicts)
+    for cert in every:
+        check = check_certificate(cert, system)
+        assert check.ok, check.problems
+
+
 # decode after reject is allowed from four requests on, through a derived size
 DERIVED_GATE = SIZE_THRESHOLD.replace("import Model,", "import Model, Size,").replace(
     "    rej = requests.var(bool, init=False)\n",

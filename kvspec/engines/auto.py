@@ -14,8 +14,9 @@
    2a. **Proof for every size** when that search stopped at its budget and the run's
    size is larger than the small one (two requests, four pages): the clauses of a
    proof at the small size, generalised and checked for every number of requests and
-   pages (:func:`kvspec.proofs.parametric.engine.prove_every_size`), within
-   ``EVERY_SIZE_SECONDS`` — PROVED (all sizes, …) for what it proves. Its cost does
+   pages (:func:`kvspec.proofs.parametric.engine.prove_every_size`, re-checked on the
+   reading of the run's size), within ``EVERY_SIZE_SECONDS`` — PROVED (all sizes, …)
+   for what it proves. Its search does
    not grow with the run's size, and with ``--save-proof`` its certificate re-checks
    at every size in about a second.
    2b. **Orbit proof** when that search stopped at its budget and the model is

@@ -343,6 +343,7 @@ class ParamExec(Iteration, GridAccess):
             return
         if var.name in self.layouts:
             idx, coords = self.grid(var, st.index, st.axes, fn, where)
+            coords = self.coordinates(coords, where)
             if st.check_index:
                 self.check(self.outside(var, coords), f"write {var.name}[...]: not an index",
                            fn, st.line)
@@ -473,6 +474,11 @@ class ParamExec(Iteration, GridAccess):
             raise Unsupported(where, "a vector or None where a single value is expected")
         return v
 
+    def coordinates(self, coords: list[Any], where: str) -> list[z3.ExprRef]:
+        """The index terms of an element of an index space, a count of ids among them
+        read as any number (:meth:`scalar`)."""
+        return [self.integer(c, where) for c in coords]
+
     def boolean(self, v: Any, where: str) -> z3.BoolRef:
         v = self.scalar(v, where)
         if not z3.is_bool(v):
@@ -573,6 +579,7 @@ class ParamExec(Iteration, GridAccess):
                 return self.view[var.name]
             if var.name in self.layouts:
                 idx, coords = self.grid(var, e.index, e.axes, fn, where)
+                coords = self.coordinates(coords, where)
                 if e.check:
                     self.check(self.outside(var, coords), f"{var.name}[...]: not an index",
                                fn, e.line)

@@ -12,7 +12,9 @@
    stays is inductive for every size.
 4. A property the result excludes is ``PROVED (all sizes, inductive invariant, N
    clauses)``; the invariant is then re-checked exactly as a stored all-sizes
-   certificate would be, and with ``--save-proof`` written as one
+   certificate would be (learnt at the small size: also on the reading of the
+   requested sizes, whose compiled code may check what the small size's cannot
+   fail), and with ``--save-proof`` written as one
    (``…requests=all,pages=all,….json``, ``"kind": "all-sizes"``). Every other
    property gets its size-specific verdict at the requested sizes (step 1's, or a
    size-specific proof there when step 1 ran at the small size), with the reason
@@ -340,31 +342,42 @@ def prove_every_size(system: System, names: list[str], *, timeout: float | None,
     """A proof for every size of the properties ``names`` of ``system`` (larger than the
     small size), learnt at the small size: its size-specific invariant (a stored
     certificate at that size that re-checks, else PDR there), generalised and checked
-    for every size. What it proves holds at ``system``'s size too: every size with
-    the same values of the sizes that are not ids. Returns the proof, notes, and where
-    its certificate was saved (``", saved to …"``, or "")."""
+    for every size, and re-checked on the reading of ``system``'s own size
+    (:func:`_recheck_at_size`): what it proves holds there. Returns the proof, notes,
+    and where its certificate was saved (``", saved to …"``, or "")."""
+    from kvspec.lang.errors import ModelError, UsageError
+
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
-    small = small_system(system, names)
     extra: dict[str, Any] = {}
+    try:
+        small = small_system(system, names)
+    except (ModelError, UsageError) as exc:  # a size it does not compile at: not this run's
+        return AllSizesProof(why_not=f"the model does not compile at the small size: {exc}"), \
+            extra, ""
     if small is None:
         return AllSizesProof(why_not="already the small size"), extra, ""
     extra["learnt_at"] = dict(small.sizes)
+    at = ", ".join(f"{k}={v}" for k, v in small.sizes.items())
     try:
         parametric_model(small)
     except Unsupported as exc:  # before the search at the small size, which is wasted then
         return AllSizesProof(why_not=str(exc)), extra, ""
-    learnt, clauses, found = _size_specific(small, timeout, False, proofs_dir, progress,
-                                            symmetry, max_states)
+    try:
+        learnt, clauses, found = _size_specific(small, timeout, False, proofs_dir, progress,
+                                                symmetry, max_states)
+    except ModelError as exc:  # reachable at the small size only: this run's size decides
+        return AllSizesProof(why_not=f"a model error at {at}: {exc}"), extra, ""
     extra.update(found)
     holding = [v.prop for v in learnt if v.status in (Status.PROVED, Status.HOLDS)]
-    at = ", ".join(f"{k}={v}" for k, v in small.sizes.items())
     extra["small_verdicts"] = {v.prop: v.status.value for v in learnt}
     if progress is not None:
         progress(0, 0, time.monotonic() - start, "all sizes")
     # the clauses name the small size's slots: generalised on the system they come from
     proof = every_size(small, clauses, holding, deadline=deadline, needs=_needs(extra),
                        extra=extra)
+    if proof.proved:
+        _recheck_at_size(system, proof)
     for v in learnt:
         if v.status is Status.VIOLATED:
             proof.why_not_for[v.prop] = f"violated at {at}"
@@ -377,6 +390,30 @@ def prove_every_size(system: System, names: list[str], *, timeout: float | None,
         note = f", saved to {path}"
         extra["all_sizes_certificate"] = str(path)
     return proof, extra, note
+
+
+def _recheck_at_size(system: System, proof: AllSizesProof) -> None:
+    """Keep of ``proof`` (found on the small size's reading) what its invariant proves on
+    the reading of ``system``'s own size, re-checked there from scratch as its stored
+    certificate would be: the small size's reading omits what the compiler decided at
+    that size alone (a range check a count of ids cannot fail with four pages), and a
+    PROVED at this size must hold at this size."""
+    start = time.monotonic()
+    smt = to_smtlib2(proof.model, proof.clauses)
+    try:
+        res, _ = recheck(system, smt, [c.label for c in proof.clauses], proof.proved)
+        kept, why = [p for p in proof.proved if p in res.proved], "; ".join(res.problems)
+    except (CertificateError, Unsupported) as exc:
+        kept, why = [], str(exc)
+    at = ", ".join(f"{k}={v}" for k, v in system.sizes.items())
+    for name in proof.proved:
+        if name not in kept:
+            proof.why_not_for[name] = f"the invariant does not re-check at {at}: {why}"
+    if not kept:
+        proof.why_not = f"the invariant does not re-check at {at}: {why}"
+    proof.proved = kept
+    proof.needs = {k: v for k, v in proof.needs.items() if k in kept}
+    proof.seconds += time.monotonic() - start
 
 
 def small_system(system: System, names: list[str] | None = None) -> System | None:

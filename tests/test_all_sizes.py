@@ -131,6 +131,23 @@ class LowestFree(Model):
         emit.alloc(r, p)
 '''
 
+# a derived size: no second compile can move it on its own
+DERIVED_SIZE = '''
+from kvspec import Int, Model, Page, Pages, Request, Requests, Size, action, require
+
+
+class Derived(Model):
+    requests = Requests(2)
+    pages = Pages(4)
+    cap = Size(derived=lambda sz: sz.pages // 2, minimum=1)
+    used = requests.var(Int(0, "cap"), init=0)
+
+    @action
+    def use(s, r: Request):
+        require(s.used[r] < s.cap)
+        s.used[r] = s.used[r] + 1
+'''
+
 LITERAL_ID = '''
 from kvspec import Model, Page, Pages, Request, Requests, action, emit, require
 
@@ -214,6 +231,7 @@ def test_a_property_that_fails_in_a_larger_pool_is_not_proved_for_all_sizes(
     (SIZED_INIT, 8, "initial value of budget depends on the number of ids"),
     (SIZE_THRESHOLD, 19, "len() of an id space where its value is decided at compile time"),
     (INIT_THRESHOLD, 10, "initial value of loose is computed from the sizes"),
+    (DERIVED_SIZE, 8, "the derived size cap"),
 ])
 def test_constructs_outside_the_fragment_are_named_with_their_line(
         tmp_path: Path, source: str, line: int, words: str) -> None:

@@ -150,3 +150,40 @@ def test_an_initial_state_that_singles_out_an_id_is_caught():
     init[owner1] = 0  # page 1 starts owned by request 0
     odd = dataclasses.replace(system, initial=tuple(init))
     assert "not the same under renaming" in Renaming(odd, SYM).moves_initial_state()
+
+
+HALVE = '''
+from kvspec import Int, Model, Page, Pages, Request, Requests, action, emit, require
+
+
+class Halve(Model):
+    requests = Requests(2)
+    pages = Pages(3)
+    budget = requests.var(Int(0, 4), init=4)
+    owner = pages.var(requests.optional, init=None)
+
+    @action
+    def halve(s, r: Request):
+        require(s.budget[r] > 0)
+        s.budget[r] //= 2
+
+    @action
+    def alloc(s, r: Request, p: Page):
+        require(s.owner[p] is None and s.budget[r] > 0)
+        s.owner[p] = r
+        emit.alloc(r, p)
+'''
+
+
+def test_a_step_dividing_by_a_constant_is_checked_one_orbit_at_a_time(tmp_path: Path) -> None:
+    """`x //= 2` is an Int division by a numeral in the step: the orbit check reads the
+    step's slots through it (it once took the numeral for a non-numeral and stopped with
+    an internal error), and the certificate it writes re-checks."""
+    path = tmp_path / "halve.py"
+    path.write_text(HALVE)
+    system = compile_model(load_model(path), {"requests": 4, "pages": 3})
+    out = run_pdr(system, timeout=120, save_proof=True, proofs_dir=tmp_path)
+    assert all(v.status is Status.PROVED for v in out.verdicts), \
+        [v.headline() for v in out.verdicts]
+    (cert,) = tmp_path.glob("*.json")
+    assert check_certificate(cert, system).ok

@@ -238,8 +238,10 @@ def term_constants(formula: z3.ExprRef, known: dict[str, str]) -> tuple[frozense
             names.add(name)
             continue
         if op in _DIVISIONS:
-            d = z3.ExprRef(z3.Z3_get_app_arg(c, a, 1), ctx)
-            if not (z3.is_int_value(d) and d.as_long() != 0):
+            d = z3.Z3_get_app_arg(c, a, 1)  # (a bare ExprRef is never an int value)
+            if not (z3.Z3_get_ast_kind(c, d) == z3.Z3_NUMERAL_AST
+                    and z3.Z3_get_sort_kind(c, z3.Z3_get_sort(c, d)) == z3.Z3_INT_SORT
+                    and z3.Z3_get_numeral_string(c, d) != "0"):
                 raise CertificateError(f"{_short(z3.ExprRef(a, ctx))}: division is supported "
                                        "only by a nonzero integer numeral")
         elif op not in _ALLOWED_OPS:

@@ -285,9 +285,11 @@ class ParamExec(Iteration, GridAccess):
             var = st.var
             mask = self.vec(self.ex(st.mask, fn), where)
             value = self.value_for(self.ex(st.value, fn), var.type, where)
-            if st.check_value:  # whatever the mask, as the concrete run checks it
-                self.check(not_(self.in_type(value, var.type, var.name)),
-                           f"write {var.name}[mask] = <value>: outside its type", fn, st.line)
+            # whatever the mask, as the concrete run checks it; and whatever the compiler
+            # decided at the compiled size (an integer range check it omits there, it may
+            # need at another: every range check is encoded, see store)
+            self.check(not_(self.in_type(value, var.type, var.name)),
+                       f"write {var.name}[mask] = <value>: outside its type", fn, st.line)
             if var.name in self.layouts:
                 self.mask_store_line(var, mask, value, where)
                 return
@@ -333,9 +335,12 @@ class ParamExec(Iteration, GridAccess):
         var = st.var
         g = self.f.g
         value = self.value_for(self.ex(st.value, fn), var.type, where)
-        if st.check_value:
-            self.check(not_(self.in_type(value, var.type, var.name)),
-                       f"write {var.name} = <value>: outside its type", fn, st.line)
+        # the compiler omits a range check where it can show the value in range at the
+        # size it compiled; at another size (five pages instead of four) the same code
+        # may need it, so the reading for every size checks every write and every index
+        # of an index space (the solver shows the checks that cannot fail)
+        self.check(not_(self.in_type(value, var.type, var.name)),
+                   f"write {var.name} = <value>: outside its type", fn, st.line)
         if st.index is None:
             if self.par is not None:
                 raise Unsupported(where, f"the scalar {var.name} is written inside a loop over ids")
@@ -344,9 +349,8 @@ class ParamExec(Iteration, GridAccess):
         if var.name in self.layouts:
             idx, coords = self.grid(var, st.index, st.axes, fn, where)
             coords = self.coordinates(coords, where)
-            if st.check_index:
-                self.check(self.outside(var, coords), f"write {var.name}[...]: not an index",
-                           fn, st.line)
+            self.check(self.outside(var, coords), f"write {var.name}[...]: not an index",
+                       fn, st.line)
             lay = self.layouts[var.name]
             for key, part in lay.parts.items():
                 hit = and_(g, matches(coords, key))
@@ -580,9 +584,8 @@ class ParamExec(Iteration, GridAccess):
             if var.name in self.layouts:
                 idx, coords = self.grid(var, e.index, e.axes, fn, where)
                 coords = self.coordinates(coords, where)
-                if e.check:
-                    self.check(self.outside(var, coords), f"{var.name}[...]: not an index",
-                               fn, e.line)
+                self.check(self.outside(var, coords), f"{var.name}[...]: not an index",
+                           fn, e.line)  # every size's check (see store)
                 return self.read_grid(var, idx, coords, where)
             idx = self.indices(var, e.index, fn, where)
             if e.check:

@@ -283,6 +283,14 @@ def _full_path(system: System, short: str) -> str:
 def _bigger(system: System, params: frozenset[str] = frozenset()) -> System | None:
     from kvspec.lang.system import compile_model, settable_sizes
 
+    for decl in system.loaded.decl.sizes:
+        if decl.derived is not None and decl.name in system.sizes:
+            # read as a symbol it would need a second compile at another value of it,
+            # which only its own function decides: a constant the compiler folded from
+            # it could stay the same at the next size and be read as a literal
+            raise Unsupported(f"{system.loaded.file}:{decl.line or 0}",
+                              f"the derived size {decl.name} (computed from the other "
+                              "sizes; no reading for every size follows it)")
     ids = id_size_names(system)
     over = {k: v + 1 for k, v in system.sizes.items() if k in ids or k in params}
     if not over:

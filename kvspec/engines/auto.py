@@ -16,9 +16,8 @@
    proof at the small size, generalised and checked for every number of requests and
    pages (:func:`kvspec.proofs.parametric.engine.prove_every_size`, re-checked on the
    reading of the run's size), within ``EVERY_SIZE_SECONDS`` — PROVED (all sizes, …)
-   for what it proves. Its search does
-   not grow with the run's size, and with ``--save-proof`` its certificate re-checks
-   at every size in about a second.
+   for what it proves. Its search does not grow with the run's size, and with
+   ``--save-proof`` its certificate re-checks at every size in about a second.
    2b. **Orbit proof** when that search stopped at its budget and the model is
    symmetric in its requests or pages: the clauses inferred at a small size, checked
    at this size one orbit of action instances at a time

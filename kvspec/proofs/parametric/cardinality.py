@@ -18,7 +18,9 @@ finite sets of pages in every state and across every step, whatever φ is:
   every page satisfying ψ satisfies φ (the sets are equal);
 * across a step (φ' the condition on the post-state): where φ' and φ agree on every
   page, ``count'(r) == count(r)``; where they agree on every page but the action's
-  page parameter ``p0``, ``count'(r) == count(r) - [φ(p0, r)] + [φ'(p0, r)]``;
+  page parameter ``p0``, ``count'(r) == count(r) - [φ(p0, r)] + [φ'(p0, r)]``; where
+  they agree on every page but two distinct page parameters ``p0`` and ``p1`` (a page
+  moved), ``count'(r) == count(r) + Σ_{p ∈ {p0, p1}} ([φ'(p, r)] - [φ(p, r)])``;
 * initially: 0 where no page satisfies φ in the initial state (``size.pages`` where
   every page does; a count whose initial value is neither is not read);
 * a count the model itself compares (``(s.owner == r).count() == s.need[r]``), whose
@@ -300,15 +302,22 @@ def step_facts(model: Any, g: GhostCount, before: _State, after: _State, step: S
         return [_for_requests(sorts, r, c2 == c)]
     out = [_for_requests(sorts, r, z3.Or(z3.Exists([y], z3.And(sorts.real(y), differs)),
                                          c2 == c))]
-    for p0 in [p for p in step.params if p.sort() == sorts.sort[PAGE]]:
-        one = z3.If(before.phi(g, p0, r), 1, 0)
-        one2 = z3.If(after.phi(g, p0, r), 1, 0)
-        if _valid(model, z3.Implies(z3.And(*real, y != p0), z3.Not(differs)), guard):
-            out.append(_for_requests(sorts, r, c2 == c - one + one2))
+    pages = [p for p in step.params if p.sort() == sorts.sort[PAGE]]
+    # changed at the action's page only (p0), or at two of its pages only (a page
+    # moved from p0 to p1): the count moves by what changed there, page by page
+    at = [[p0] for p0 in pages] + [[p0, p1] for i, p0 in enumerate(pages)
+                                   for p1 in pages[i + 1:]]
+    for where in at:
+        delta = z3.Sum([z3.If(after.phi(g, p, r), 1, 0) - z3.If(before.phi(g, p, r), 1, 0)
+                        for p in where])
+        exact = c2 == c + delta
+        same = z3.Or(*[where[0] == p for p in where[1:]]) if len(where) > 1 else z3.BoolVal(False)
+        others = [y != p for p in where]
+        if _valid(model, z3.Implies(z3.And(*real, *others), z3.Not(differs)), guard):
+            out.append(_for_requests(sorts, r, z3.Or(same, exact)))
             continue
         out.append(_for_requests(sorts, r, z3.Or(
-            z3.Exists([y], z3.And(sorts.real(y), y != p0, differs)),
-            c2 == c - one + one2)))
+            same, z3.Exists([y], z3.And(sorts.real(y), *others, differs)), exact)))
     return out
 
 

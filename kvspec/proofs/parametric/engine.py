@@ -301,11 +301,8 @@ def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, pr
             progress(0, 0, time.monotonic() - start, "all sizes")
         proof = every_size(system, clauses, holding, deadline=deadline, needs=_needs(extra),
                            extra=extra)
-        if proof.proved and save_proof:
-            path = write_all_sizes(system, proof, proofs_dir,
-                                   {"seconds": round(proof.seconds, 2), "queries": proof.queries})
-            note = f", saved to {path}"
-            extra["all_sizes_certificate"] = str(path)
+        if save_proof:
+            note = _save(system, proof, proofs_dir, extra)
     else:
         # learnt at the small size; the verdicts at this run's size come from this size
         # for whatever that does not prove for every size
@@ -383,13 +380,18 @@ def prove_every_size(system: System, names: list[str], *, timeout: float | None,
             proof.why_not_for[v.prop] = f"violated at {at}"
         elif v.prop not in holding:
             proof.why_not_for[v.prop] = f"not proved at {at}: {v.headline()}"
-    note = ""
-    if proof.proved and save_proof:
-        path = write_all_sizes(system, proof, proofs_dir,
-                               {"seconds": round(proof.seconds, 2), "queries": proof.queries})
-        note = f", saved to {path}"
-        extra["all_sizes_certificate"] = str(path)
-    return proof, extra, note
+    return proof, extra, _save(system, proof, proofs_dir, extra) if save_proof else ""
+
+
+def _save(system: System, proof: AllSizesProof, proofs_dir: Path, extra: dict[str, Any]) -> str:
+    """Write ``proof``'s certificate when it proves anything; the verdicts' note on
+    where (``", saved to …"``, or "")."""
+    if not proof.proved:
+        return ""
+    path = write_all_sizes(system, proof, proofs_dir,
+                           {"seconds": round(proof.seconds, 2), "queries": proof.queries})
+    extra["all_sizes_certificate"] = str(path)
+    return f", saved to {path}"
 
 
 def _recheck_at_size(system: System, proof: AllSizesProof) -> None:

@@ -10,7 +10,6 @@ more), so evaluating a term never has side effects or undefined behaviour.
 """
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from typing import Any
 import z3
 
 from kvspec.engines.native.layout import Layout
+from kvspec.proofs.smt_check import deep_terms
 
 
 class Unsupported(Exception):
@@ -130,10 +130,9 @@ class Lowering:
 
     # -- expressions -------------------------------------------------------------------
     def expr(self, e: z3.ExprRef) -> str:
-        if sys.getrecursionlimit() < 20000:
-            sys.setrecursionlimit(20000)
         self._ctx = e.ctx.ref()
-        return self._expr(e.as_ast())
+        with deep_terms():  # deep terms, the recursion limit restored after
+            return self._expr(e.as_ast())
 
     def _expr(self, a: Any) -> str:
         key, node = self._node(a)

@@ -129,6 +129,10 @@ def _system(args: argparse.Namespace, properties: list[str] | None = None) -> Sy
 PROGRESS_INTERVAL_S = 10.0
 
 
+#: stages that have no depth to show
+_UNDEPTHED = {"all sizes": "proof for every size", "orbit proof": "orbit proof"}
+
+
 class _Progress:
     """Progress of a long run on stderr, silent when disabled (``--json``).
 
@@ -177,6 +181,8 @@ class _Progress:
             return f"{stage or 'explicit'} {states:,} states, depth {depth}"
         if stage == "coverage":
             return "coverage exploration"
+        if stage in _UNDEPTHED:
+            return _UNDEPTHED[stage]
         return f"{stage} depth {depth}"
 
     def tick(self) -> bool:

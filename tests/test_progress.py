@@ -113,3 +113,15 @@ def test_engines_report_each_depth_and_stage() -> None:
     run(system_of("single_node.py"), "kind", depth=3,
         progress=lambda s, d, t, stage: calls.append((s, d, stage)), coverage=False)
     assert calls and {stage for _, _, stage in calls} == {"k-induction"}
+
+
+def test_stages_without_a_depth_say_what_they_do() -> None:
+    err, clock = io.StringIO(), Clock()
+    progress = _Progress(err, True, clock=clock, heartbeat=False)
+    clock.now += PROGRESS_INTERVAL_S
+    progress(0, 0, 10.0, "all sizes")
+    clock.now += PROGRESS_INTERVAL_S
+    progress(0, 0, 20.0, "orbit proof")
+    progress.done()
+    assert err.getvalue().splitlines() == ["kvspec: proof for every size, 10 s",
+                                           "kvspec: orbit proof, 20 s"]

@@ -131,7 +131,7 @@ class LowestFree(Model):
         emit.alloc(r, p)
 '''
 
-# a derived size: no second compile can move it on its own
+# a derived size: a symbol of the reading, unrelated to the pages it is computed from
 DERIVED_SIZE = '''
 from kvspec import Int, Model, Page, Pages, Request, Requests, Size, action, require
 
@@ -231,7 +231,6 @@ def test_a_property_that_fails_in_a_larger_pool_is_not_proved_for_all_sizes(
     (SIZED_INIT, 8, "initial value of budget depends on the number of ids"),
     (SIZE_THRESHOLD, 19, "len() of an id space where its value is decided at compile time"),
     (INIT_THRESHOLD, 10, "initial value of loose is computed from the sizes"),
-    (DERIVED_SIZE, 8, "the derived size cap"),
 ])
 def test_constructs_outside_the_fragment_are_named_with_their_line(
         tmp_path: Path, source: str, line: int, words: str) -> None:
@@ -515,3 +514,38 @@ def test_random_models_are_rejected_with_a_line_or_step_like_the_concrete_model(
 def test_many_random_models_step_like_the_concrete_model(tmp_path: Path) -> None:
     accepted, _ = _random_models(tmp_path, range(16, 96))
     assert accepted >= 5
+
+
+def test_a_derived_size_is_read_as_every_value_of_it(tmp_path: Path) -> None:
+    """`cap = pages // 2` is read as a symbol of its own (every value, a superset of the
+    real ones): the proof says `every cap`, and its certificate re-checks where the
+    function gives another cap."""
+    path = _write(tmp_path, "derived", DERIVED_SIZE)
+    result = run(_system(path), "all-sizes", save_proof=True, proofs_dir=tmp_path,
+                 coverage=False)
+    assert result.verdicts and all(v.method == "all sizes" and "every cap" in v.detail
+                                   for v in result.verdicts), \
+        [v.headline() for v in result.verdicts]
+    (cert,) = tmp_path.glob("*requests=all*.json")
+    assert "cap=all" in cert.name
+    for sizes in ({"pages": 2}, {"pages": 9}, {"requests": 3, "pages": 6}):
+        assert check_certificate(cert, _system(path, sizes)).ok, sizes
+
+
+# decode after reject is allowed once the derived cap reaches 3 (from six pages on); at
+# four pages the compiler folds the guard's `s.cap >= 3` away
+DERIVED_THRESHOLD = SIZE_THRESHOLD.replace(
+    "    rej = requests.var(bool, init=False)\n",
+    "    rej = requests.var(bool, init=False)\n"
+    "    cap = Size(derived=lambda sz: sz.pages // 2, minimum=1)\n").replace(
+    "from kvspec import Model", "from kvspec import Size, Model").replace(
+    "pages = Pages(2)", "pages = Pages(4)").replace("len(s.requests) >= 4", "s.cap >= 3")
+
+
+def test_a_threshold_on_a_derived_size_is_not_proved_for_every_size(tmp_path: Path) -> None:
+    path = _write(tmp_path, "threshold", DERIVED_THRESHOLD)
+    assert "s.cap >= 3" in DERIVED_THRESHOLD
+    (v,) = run(_system(path), "all-sizes", proofs_dir=tmp_path, coverage=False).verdicts
+    assert v.status is Status.PROVED and v.method != "all sizes", v.headline()
+    (w,) = run(_system(path, {"pages": 6}), "explicit", coverage=False).verdicts
+    assert w.status is Status.VIOLATED

@@ -261,7 +261,8 @@ class System:
 
 # -- compiling -------------------------------------------------------------------------
 
-def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str) -> dict[str, int]:
+def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str,
+                   derived_values: dict[str, int] | None = None) -> dict[str, int]:
     known = {s.name: s for s in decl.sizes}
     for key in overrides:
         if key not in known:
@@ -278,6 +279,10 @@ def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str) -> dic
             raise UsageError(f"{file}: {exc.message}") from None
         sizes[name] = value
     for name, s in known.items():
+        if s.derived is not None and derived_values and name in derived_values:
+            s.check(derived_values[name])  # a ModelError at the declaration's line
+            sizes[name] = derived_values[name]
+            continue
         if s.derived is not None:
             sizes[name] = _derived_size(s, sizes, file)
             # a full set of sizes (a trace's, a certificate's) names it with the value it
@@ -425,7 +430,8 @@ def _check_size_bounds(counts: dict[str, int], decl: ModelDecl, sizes: dict[str,
 def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
                   properties: list[str] | None = None, *,
                   inflight_bound: int = library.INFLIGHT_BOUND,
-                  prune_monitor: bool = True) -> System:
+                  prune_monitor: bool = True,
+                  derived_values: dict[str, int] | None = None) -> System:
     """Resolve sizes, lay out the state, check every body and build its IR, and
     compile the concrete interpretation.
 
@@ -434,10 +440,12 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
     ``inflight_bound``: writes per (page, request) the monitor counts exactly (see
     :mod:`kvspec.props.library`). ``prune_monitor=False`` stores every monitor
     variable of the selected properties, even those no emitted event can change
-    (for testing that leaving them out changes nothing)."""
+    (for testing that leaving them out changes nothing). ``derived_values``: values
+    for derived sizes instead of their functions' (the reading for every size compiles
+    once more with each of them moved on its own; never a user's override)."""
     decl = loaded.decl
     file = loaded.file
-    sizes = _resolve_sizes(decl, overrides or {}, file)
+    sizes = _resolve_sizes(decl, overrides or {}, file, derived_values)
     counts = {REQUEST: 0, PAGE: 0}
     for s in decl.sizes:
         if isinstance(s, Index):

@@ -283,23 +283,20 @@ def _full_path(system: System, short: str) -> str:
 def _bigger(system: System, params: frozenset[str] = frozenset()) -> System | None:
     from kvspec.lang.system import compile_model, settable_sizes
 
-    for decl in system.loaded.decl.sizes:
-        if decl.derived is not None and decl.name in system.sizes:
-            # read as a symbol it would need a second compile at another value of it,
-            # which only its own function decides: a constant the compiler folded from
-            # it could stay the same at the next size and be read as a literal
-            raise Unsupported(f"{system.loaded.file}:{decl.line or 0}",
-                              f"the derived size {decl.name} (computed from the other "
-                              "sizes; no reading for every size follows it)")
     ids = id_size_names(system)
-    over = {k: v + 1 for k, v in system.sizes.items() if k in ids or k in params}
-    if not over:
+    settable = settable_sizes(system.loaded, system.sizes)
+    over = {k: v + 1 for k, v in settable.items() if k in ids or k in params}
+    # a derived size is a symbol of the reading, unrelated to the sizes it is computed
+    # from (a superset of its real values): the second compile moves it on its own, so
+    # that a constant the compiler folded from it differs and is found, whether or not
+    # its function would have moved it at the next size
+    moved = {k: v + 1 for k, v in system.sizes.items() if k in params and k not in settable}
+    if not over and not moved:
         return None
     props = [p.name for p in system.properties]
     try:
-        bigger = compile_model(system.loaded, {**settable_sizes(system.loaded, system.sizes),
-                                               **over}, props,
-                               inflight_bound=system.inflight_bound)
+        bigger = compile_model(system.loaded, {**settable, **over}, props,
+                               inflight_bound=system.inflight_bound, derived_values=moved)
     except ModelError as exc:
         where = f"{exc.file or system.loaded.file}:{exc.line or 0}"
         raise Unsupported(where, f"the model cannot be compiled with more requests and pages "

@@ -280,7 +280,10 @@ def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str,
         sizes[name] = value
     for name, s in known.items():
         if s.derived is not None and derived_values and name in derived_values:
-            s.check(derived_values[name])  # a ModelError at the declaration's line
+            try:
+                s.check(derived_values[name])
+            except ModelError as exc:  # at the declaration's line
+                raise exc.located(file, s.line) from None
             sizes[name] = derived_values[name]
             continue
         if s.derived is not None:

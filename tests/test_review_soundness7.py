@@ -257,3 +257,40 @@ def test_a_derived_size_at_its_maximum_is_named_with_its_line(tmp_path: Path) ->
                proofs_dir=tmp_path, coverage=False).verdicts
     assert v.method != "all sizes"
     assert f"maximum.py:{line}:" in v.detail and "cap=3" in v.detail, v.detail
+
+
+# under postponed annotations the class-level BOUND names the parameter's range, as the
+# compiler reads it: k goes up to cap = requests + 2, beyond the pages from two pages down
+SHADOWED = '''from __future__ import annotations
+
+from kvspec import Int, Model, Pages, Requests, Size, action, invariant, require, var
+
+BOUND = "pages"
+
+
+class Shadowed(Model):
+    BOUND = "cap"
+    requests = Requests(1)
+    pages = Pages(4)
+    cap = Size(derived=lambda sz: sz.requests + 2)
+    x = var(Int(0, "cap"), init=0)
+
+    @action
+    def go(s, k: Int(0, BOUND)):
+        require(k <= s.cap)
+        s.x = k
+
+    @invariant
+    def small(s):
+        return s.x <= len(s.pages)
+'''
+
+
+def test_a_parameter_range_is_read_as_the_compiler_resolved_it(tmp_path: Path) -> None:
+    path = _write(tmp_path, "shadowed", SHADOWED)
+    (v,) = run(_system(path, None, ["small"]), "all-sizes", save_proof=True,
+               proofs_dir=tmp_path, coverage=False).verdicts
+    assert v.method != "all sizes", v.headline()
+    assert not list(tmp_path.glob("*=all*.json"))
+    assert not _fails_explicitly(path, {})
+    assert _fails_explicitly(path, {"pages": 2})

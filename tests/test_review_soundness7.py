@@ -294,3 +294,19 @@ def test_a_parameter_range_is_read_as_the_compiler_resolved_it(tmp_path: Path) -
     assert not list(tmp_path.glob("*=all*.json"))
     assert not _fails_explicitly(path, {})
     assert _fails_explicitly(path, {"pages": 2})
+
+
+def test_each_bound_function_of_a_parameter_is_a_symbol_of_its_own(tmp_path: Path) -> None:
+    """Under postponed annotations each action's `Int(0, above(i))` is a new function
+    each time it is resolved: eight actions, eight unrelated symbols (one shared would
+    tie one parameter's range to another's)."""
+    source = SHADOWED.split("BOUND = ")[0] + (
+        "def above(n):\n    def bound(sz):\n        return sz['pages'] + n\n    return bound\n"
+        "\n\nclass Bounds(Model):\n    requests = Requests(1)\n    pages = Pages(4)\n"
+        "    x = var(Int(0, 1), init=0)\n")
+    for i in range(8):
+        source += (f"\n    @action\n    def a{i}(s, k: Int(0, above({i}))):\n"
+                   "        s.x = 1\n")
+    model = parametric_model(_system(_write(tmp_path, "bounds", source), None, []))
+    assert model.sizes is not None
+    assert len([n for n in model.sizes.terms if n.startswith("bound.")]) == 8

@@ -280,7 +280,10 @@ def _resolve_sizes(decl: ModelDecl, overrides: dict[str, int], file: str,
         sizes[name] = value
     for name, s in known.items():
         if s.derived is not None and derived_values and name in derived_values:
-            s.check(derived_values[name])  # a ModelError at the declaration's line
+            try:
+                s.check(derived_values[name])
+            except ModelError as exc:  # at the declaration's line
+                raise exc.located(file, s.line) from None
             sizes[name] = derived_values[name]
             continue
         if s.derived is not None:
@@ -364,11 +367,20 @@ def _class_namespace(cls: type) -> dict[str, Any]:
     return ns
 
 
-def _param_types(fn: Callable[..., Any], module_ns: dict[str, Any], counts: dict[str, int],
-                 sizes: dict[str, int], file: str, line: int, names: list[str],
-                 class_ns: dict[str, Any] | None = None) -> list[tuple[str, ValueType]]:
+def action_hints(loaded: LoadedModel, fn: Callable[..., Any]) -> dict[str, Any]:
+    """The annotations of action ``fn`` as compiling resolves them: names of the model's
+    class body first, then of its module (``k: Int(0, BOUND)`` with a class-level
+    ``BOUND`` under ``from __future__ import annotations``). Whatever reads the types
+    again resolves them here, so that it reads the ones the model was compiled with."""
+    return typing.get_type_hints(fn, globalns=vars(loaded.module),
+                                 localns=_class_namespace(loaded.decl.cls))
+
+
+def _param_types(fn: Callable[..., Any], loaded: LoadedModel, counts: dict[str, int],
+                 sizes: dict[str, int], file: str, line: int, names: list[str]
+                 ) -> list[tuple[str, ValueType]]:
     try:
-        hints = typing.get_type_hints(fn, globalns=module_ns, localns=class_ns)
+        hints = action_hints(loaded, fn)
     except Exception as exc:
         raise ModelError(f"{fn.__name__}: cannot resolve parameter annotations: {exc}",
                          file, line) from None
@@ -501,16 +513,14 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
 
     # actions (model code never reads monitor variables, so they come first: what they
     # emit decides which monitor variables are stored)
-    module_ns = vars(loaded.module)
-    class_ns = _class_namespace(decl.cls)
     actions: list[ActionDef] = []
     for fn in decl.actions:
         body = parse_body(fn)
         if not body.params:
             raise ModelError(f"action {fn.__name__} must take the state as first parameter",
                              body.file, body.tree.lineno)
-        params = _param_types(fn, module_ns, counts, sizes, body.file, body.tree.lineno,
-                              body.params[1:], class_ns)
+        params = _param_types(fn, loaded, counts, sizes, body.file, body.tree.lineno,
+                              body.params[1:])
         types = [state_t] + [of_value_type(t) for _, t in params]
         f_ir = build_function(scope, fn, "action", types)
         actions.append(ActionDef(fn.__name__, fn, f_ir, params, pyfn=fn))

@@ -21,7 +21,6 @@ are over-approximated, and the model lists where (``approximations``).
 """
 from __future__ import annotations
 
-import typing
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +31,7 @@ from kvspec.lang import ir
 from kvspec.lang.declare import SCALAR
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.schema import VarInfo
-from kvspec.lang.system import Property, System
+from kvspec.lang.system import Property, System, action_hints
 from kvspec.lang.check_stmt import CARRIES_LOCAL, STOPS_EARLY
 from kvspec.lang.types import PAGE, REQUEST
 from kvspec.proofs.parametric.bounds import ID_SPACES, Approximation, SizeSymbols
@@ -220,8 +219,13 @@ def _symbolic_ranges(system: System, sizes: SizeSymbols
             r = sizes.range_of(d.type_spec, t.lo, t.hi)
             if r is not None:
                 out[d.name] = r
+    # a bound function is one symbol per object (SizeSymbols.bound keys it by id()); under
+    # postponed annotations every resolution makes new ones (`Int(0, above(2))`), so each
+    # action's must outlive the others' or a freed one's id names another's symbol
+    alive: list[dict[str, Any]] = []
     for a in system.actions:
-        hints = _hints(a)
+        hints = _hints(system, a)
+        alive.append(hints)
         for name, t in a.params:
             if t.kind == "int":
                 r = sizes.range_of(hints.get(name), t.lo, t.hi)
@@ -230,12 +234,14 @@ def _symbolic_ranges(system: System, sizes: SizeSymbols
     return out
 
 
-def _hints(a: Any) -> dict[str, Any]:
+def _hints(system: System, a: Any) -> dict[str, Any]:
+    """The parameter annotations of action ``a``, resolved as its compilation resolved
+    them (a name of the class body before one of the module)."""
     fn = a.pyfn
     if fn is None:
         return {}
     try:
-        return typing.get_type_hints(fn, globalns=getattr(fn, "__globals__", None))
+        return action_hints(system.loaded, fn)
     except Exception:  # noqa: BLE001 - the compiled model resolved them; be safe
         raise Unsupported(f"{a.ir.file}:{a.ir.line}", f"the parameter types of {a.name} "
                                                       "cannot be re-read") from None

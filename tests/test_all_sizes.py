@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import z3
 
+from kvspec.lang.errors import ModelError
 from kvspec.lang.loader import load_model
 from kvspec.lang.system import System, compile_model
 from kvspec.proofs.certificate import check_certificate, certificate_path, invariant_digest
@@ -530,6 +531,21 @@ def test_a_derived_size_is_read_as_every_value_of_it(tmp_path: Path) -> None:
     assert "cap=all" in cert.name
     for sizes in ({"pages": 2}, {"pages": 9}, {"requests": 3, "pages": 6}):
         assert check_certificate(cert, _system(path, sizes)).ok, sizes
+    again = run(_system(path, {"pages": 6}), "auto", proofs_dir=tmp_path, coverage=False)
+    assert {v.headline() for v in again.verdicts} == {
+        "PROVED (certificate re-checked, all sizes)"}  # found under cap=all
+
+
+def test_a_bound_function_reads_the_sizes_by_name_or_says_where_it_failed(
+        tmp_path: Path) -> None:
+    source = DERIVED_SIZE.replace('Int(0, "cap")', "Int(0, lambda sz: sz.cap)")
+    system = _system(_write(tmp_path, "bound", source), {"pages": 6})
+    assert system.sizes["cap"] == 3
+    broken = _write(tmp_path, "broken", source.replace("sz.cap)", "sz.nope)"))
+    with pytest.raises(ModelError, match=r"bound function failed: AttributeError: no size "
+                                         r"named 'nope'") as info:
+        _system(broken)
+    assert info.value.line == 9  # the declaration of `used`
 
 
 # decode after reject is allowed once the derived cap reaches 3 (from six pages on); at

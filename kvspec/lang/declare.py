@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kvspec.lang.errors import ModelError
-from kvspec.lang.types import PAGE, REQUEST, IndexRef, OptionalRef, Page, Request
+from kvspec.lang.types import PAGE, REQUEST, IndexRef, OptionalRef, Page, Request, SizeView
 
 SCALAR = "scalar"
 
@@ -123,18 +123,6 @@ class Size(SizeParam):
 def _missing_default() -> int:
     raise ModelError("Size() needs a default value, or derived=... (a function of the "
                      "other sizes)", None, _caller_line())
-
-
-class SizeView(dict):  # type: ignore[type-arg]
-    """The resolved sizes as a derived size's function sees them: ``sz.pages`` or
-    ``sz["pages"]``."""
-
-    def __getattr__(self, name: str) -> int:
-        try:
-            return self[name]  # type: ignore[no-any-return]
-        except KeyError:
-            raise AttributeError(f"no size named {name!r} (declared before it: "
-                                 f"{', '.join(self) or 'none'})") from None
 
 
 class _IdSpace(SizeParam):

@@ -32,6 +32,18 @@ class Page(int):
 Bound = Union[int, str, Callable[[dict[str, int]], int]]
 
 
+class SizeView(dict):  # type: ignore[type-arg]
+    """The resolved sizes as a function of the sizes sees them (a derived size's, an
+    ``Int`` bound's): ``sz.pages`` or ``sz["pages"]``."""
+
+    def __getattr__(self, name: str) -> int:
+        try:
+            return self[name]  # type: ignore[no-any-return]
+        except KeyError:
+            raise AttributeError(f"no size named {name!r} (declared before it: "
+                                 f"{', '.join(self) or 'none'})") from None
+
+
 def resolve_bound(bound: Bound, sizes: dict[str, int], what: str) -> int:
     """A bound is an int, the name of a size parameter, or a function of the sizes."""
     if isinstance(bound, bool):
@@ -43,7 +55,11 @@ def resolve_bound(bound: Bound, sizes: dict[str, int], what: str) -> int:
             raise ModelError(f"{what}: unknown size parameter {bound!r} (known: {', '.join(sizes)})")
         return sizes[bound]
     if callable(bound):
-        value = bound(dict(sizes))
+        try:
+            value = bound(SizeView(sizes))
+        except Exception as exc:  # noqa: BLE001 - the model's own function: report it
+            raise ModelError(f"{what}: bound function failed: {type(exc).__name__}: "
+                             f"{exc}") from None
         if not isinstance(value, int) or isinstance(value, bool):
             raise ModelError(f"{what}: bound function returned {value!r}, not an int")
         return value

@@ -22,7 +22,7 @@ from typing import Any
 
 import z3
 
-from kvspec.lang.types import PAGE, REQUEST, Int
+from kvspec.lang.types import PAGE, REQUEST, Int, SizeView
 
 #: the id spaces whose sizes the reading takes as symbols
 ID_SPACES = (REQUEST, PAGE)
@@ -54,6 +54,8 @@ class SizeSymbols:
     values: dict[str, int] = field(default_factory=dict)
     #: id(bound function) -> its symbol
     functions: dict[int, z3.ArithRef] = field(default_factory=dict)
+    #: the bound functions themselves: an ``id()`` stays theirs while they live
+    kept: list[Any] = field(default_factory=list)
 
     def of_space(self, dim: str) -> z3.ArithRef:
         """``size.pages`` / ``size.requests``."""
@@ -93,8 +95,9 @@ class SizeSymbols:
                     k += 1
                     name = f"bound.{base}{k}"
                 self.functions[id(b)] = self.terms[name] = z3.Int(name)
+                self.kept.append(b)  # alive while its id names the symbol
                 try:
-                    value = b(dict(self.sizes))
+                    value = b(SizeView(self.sizes))
                 except Exception:  # noqa: BLE001 - the value only seeds candidates
                     value = None
                 if isinstance(value, int) and not isinstance(value, bool):

@@ -84,10 +84,11 @@ class AllSizesProof:
 
 def all_sizes_name(system: System, params: Iterable[str] = ()) -> str:
     """``patched.PatchedPD.requests=all,pages=all,prefill_capacity=2,max_need=3.json``
-    (with ``params``, those sizes are ``all`` too)."""
+    (with ``params``, those sizes are ``all`` too; a derived size always is)."""
     from kvspec.proofs.certificate import certificate_name
 
-    every = set(id_size_names(system)) | set(params)
+    derived = {d.name for d in system.loaded.decl.sizes if d.derived is not None}
+    every = set(id_size_names(system)) | set(params) | derived  # derived: read as symbols
     sizes = ",".join(f"{k}={'all' if k in every else v}" for k, v in system.sizes.items())
     stem = certificate_name(system).rsplit(".json", 1)[0]
     head = stem[:len(stem) - len(",".join(f"{k}={v}" for k, v in system.sizes.items()))]

@@ -219,13 +219,11 @@ def _symbolic_ranges(system: System, sizes: SizeSymbols
             r = sizes.range_of(d.type_spec, t.lo, t.hi)
             if r is not None:
                 out[d.name] = r
-    # a bound function is one symbol per object (SizeSymbols.bound keys it by id()); under
-    # postponed annotations every resolution makes new ones (`Int(0, above(2))`), so each
-    # action's must outlive the others' or a freed one's id names another's symbol
-    alive: list[dict[str, Any]] = []
+    # a bound function is one symbol per object (SizeSymbols.bound keys it by id() and
+    # keeps it alive); under postponed annotations every resolution makes new ones
+    # (`Int(0, above(2))`)
     for a in system.actions:
         hints = _hints(system, a)
-        alive.append(hints)
         for name, t in a.params:
             if t.kind == "int":
                 r = sizes.range_of(hints.get(name), t.lo, t.hi)

@@ -344,6 +344,7 @@ def prove_every_size(system: System, names: list[str], *, timeout: float | None,
     (:func:`_recheck_at_size`): what it proves holds there. Returns the proof, notes,
     and where its certificate was saved (``", saved to …"``, or "")."""
     from kvspec.lang.errors import ModelError, UsageError
+    from kvspec.report.text import sizes_text
 
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
@@ -356,7 +357,7 @@ def prove_every_size(system: System, names: list[str], *, timeout: float | None,
     if small is None:
         return AllSizesProof(why_not="already the small size"), extra, ""
     extra["learnt_at"] = dict(small.sizes)
-    at = ", ".join(f"{k}={v}" for k, v in small.sizes.items())
+    at = sizes_text(small.sizes)
     try:
         parametric_model(small)
     except Unsupported as exc:  # before the search at the small size, which is wasted then
@@ -401,6 +402,8 @@ def _recheck_at_size(system: System, proof: AllSizesProof) -> None:
     certificate would be: the small size's reading omits what the compiler decided at
     that size alone (a range check a count of ids cannot fail with four pages), and a
     PROVED at this size must hold at this size."""
+    from kvspec.report.text import sizes_text
+
     start = time.monotonic()
     smt = to_smtlib2(proof.model, proof.clauses)
     try:
@@ -408,7 +411,7 @@ def _recheck_at_size(system: System, proof: AllSizesProof) -> None:
         kept, why = [p for p in proof.proved if p in res.proved], "; ".join(res.problems)
     except (CertificateError, Unsupported) as exc:
         kept, why = [], str(exc)
-    at = ", ".join(f"{k}={v}" for k, v in system.sizes.items())
+    at = sizes_text(system.sizes)
     for name in proof.proved:
         if name not in kept:
             proof.why_not_for[name] = f"the invariant does not re-check at {at}: {why}"

@@ -115,9 +115,13 @@ def _interrupted(args: argparse.Namespace | None, out: IO[str], err: IO[str]) ->
     return EXIT_INTERRUPTED
 
 
-def _system(args: argparse.Namespace, properties: list[str] | None = None) -> System:
+def _system(args: argparse.Namespace, properties: list[str] | None = None, *,
+            sizes: dict[str, int] | None = None) -> System:
+    """The model of ``args`` compiled at ``sizes`` (default: those of ``--size``)."""
     loaded = load_model(args.model, getattr(args, "model_class", None))
-    system = compile_model(loaded, parse_sizes(getattr(args, "size", None)), properties)
+    if sizes is None:
+        sizes = parse_sizes(getattr(args, "size", None))
+    system = compile_model(loaded, sizes, properties)
     session = _session(args)
     session.system = system
     session.model = args.model
@@ -447,13 +451,34 @@ def cmd_fuzz(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def cmd_check_proof(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    load_certificate(args.certificate)
-    system = _system(args)
+    doc = load_certificate(args.certificate)
+    system = _system(args, sizes=_certificate_sizes(args, doc))
     _session(args).engine = "certificate"
     from kvspec.proofs.certificate import check_certificate
     check = check_certificate(Path(args.certificate), system)
     check.print(make_console(out))
     return 0 if check.ok else 1
+
+
+def _certificate_sizes(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, int]:
+    """The sizes to re-check a certificate at: a size-specific certificate's own (those
+    the model declares and lets be set), with ``--size`` only confirming or adding to
+    them; an all-sizes certificate's at ``--size`` (the model's defaults without it)."""
+    given = parse_sizes(getattr(args, "size", None))
+    own = doc.get("sizes") or {}
+    if doc.get("kind", "size-specific") != "size-specific" or not own:
+        return given
+    clash = {k: v for k, v in given.items() if k in own and own[k] != v}
+    if clash:
+        from kvspec.report.text import sizes_text
+        raise UsageError(f"{display_path(Path(args.certificate))} is a certificate for "
+                         f"{sizes_text(own)}, not {sizes_text(clash)}; leave --size out to "
+                         "re-check it at its own sizes")
+    from kvspec.lang.system import settable_sizes
+    loaded = load_model(args.model, getattr(args, "model_class", None))
+    declared = {s.name for s in loaded.decl.sizes}
+    sizes = {k: v for k, v in settable_sizes(loaded, own).items() if k in declared}
+    return {**sizes, **given}
 
 
 # -- the parser -------------------------------------------------------------------------------

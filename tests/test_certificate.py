@@ -108,6 +108,21 @@ def test_other_sizes_are_rejected(proof) -> None:
     assert not check.ok and any("is for sizes" in p for p in check.problems)
 
 
+def test_check_proof_reads_the_sizes_from_a_size_specific_certificate(proof) -> None:
+    """Without ``--size`` the certificate is re-checked at its own sizes (the model's
+    defaults are requests=2, pages=4; this one is for pages=2); ``--size`` may repeat
+    them, and one that contradicts them is a usage error in one line."""
+    model, cert = proof
+    assert run_cli("check-proof", str(cert), str(model)).code == 0
+    assert run_cli("check-proof", str(cert), str(model), "--size", "pages=2").code == 0
+    res = run_cli("check-proof", str(cert), str(model), "--size", "pages=3")
+    assert res.code == 2 and res.out == ""
+    assert res.err.strip().splitlines() == [
+        f"kvspec: error: {cert} is a certificate for requests=2, pages=2, prefill_capacity=2, "
+        "max_need=3, not pages=3; "
+        "leave --size out to re-check it at its own sizes"]
+
+
 def test_tampered_invariant_is_rejected(proof, tmp_path: Path) -> None:
     model, cert = proof
     doc = json.loads(cert.read_text())

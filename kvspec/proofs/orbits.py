@@ -226,6 +226,9 @@ class Orbits:
         self.clauses = [self._orbit_clause(k, f, lab)
                         for k, (f, lab) in enumerate(zip(formulas, labels))]
         self._terms: dict[tuple[int, tuple[Any, ...]], z3.BoolRef] = {}
+        self._slots: dict[tuple[int, tuple[Any, ...]], frozenset[int]] = {}
+        self._fixing: dict[tuple[int, tuple[Any, ...]],
+                           list[tuple[tuple[tuple[int, ...], ...], frozenset[int]]]] = {}
         self._sources: dict[int, tuple[list[z3.ExprRef], Any]] = {}
         self._values: dict[int, z3.IntNumRef] = {}
         self._all: list[tuple[int, tuple[Any, ...], frozenset[int]]] | None = None
@@ -236,11 +239,17 @@ class Orbits:
         holes: set[tuple[str, int]] = set()
         memo: dict[int, z3.ExprRef] = {}
 
+        dims: dict[int, str | None] = {}
+
         def idslot(e: z3.ExprRef) -> str | None:
-            if z3.is_const(e) and not z3.is_int_value(e):
-                s = ren.slot_of.get(e.decl().name())
-                return ren.value_dim.get(s) if s is not None else None
-            return None
+            key = e.get_id()
+            if key not in dims:
+                dim = None
+                if e.num_args() == 0 and z3.is_const(e) and not z3.is_int_value(e):
+                    s = ren.slot_of.get(e.decl().name())
+                    dim = ren.value_dim.get(s) if s is not None else None
+                dims[key] = dim
+            return dims[key]
 
         def walk(e: z3.ExprRef) -> z3.ExprRef:
             key = e.get_id()
@@ -380,9 +389,13 @@ class Orbits:
                                            (z3.Ast * len(keys))(*dst)), ctx)
 
     def slots(self, k: int, images: tuple[tuple[int, ...], ...]) -> frozenset[int]:
-        c = self.clauses[k]
-        perm = self._perm(c, images)
-        return frozenset(self.ren.slot(s, perm) for s in c.slots)
+        key = (k, images)
+        out = self._slots.get(key)
+        if out is None:
+            c = self.clauses[k]
+            perm = self._perm(c, images)
+            out = self._slots[key] = frozenset(self.ren.slot(s, perm) for s in c.slots)
+        return out
 
     def every_instance(self) -> list[tuple[int, tuple[Any, ...], frozenset[int]]]:
         """(clause, images, slots) of every instance of the invariant."""
@@ -395,6 +408,17 @@ class Orbits:
                     out.append((c.index, images, self.slots(c.index, images)))
             self._all = out
         return self._all
+
+    def fixing_slots(self, k: int, fixed: dict[str, list[int]]
+                     ) -> list[tuple[tuple[tuple[int, ...], ...], frozenset[int]]]:
+        """:meth:`fixing`, each images tuple with the slots of its instance (kept: the
+        representative actions of a model single out the same ids again and again)."""
+        key = (k, tuple((d, tuple(ids)) for d, ids in sorted(fixed.items())))
+        out = self._fixing.get(key)
+        if out is None:
+            out = self._fixing[key] = [(images, self.slots(k, images))
+                                       for images in self.fixing(k, fixed)]
+        return out
 
     def fixing(self, k: int, fixed: dict[str, list[int]]) -> Iterator[tuple[tuple[int, ...], ...]]:
         """One images tuple per orbit of the instances of clause ``k`` under the
@@ -509,12 +533,11 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
         vocab = r | written
         post = _Substitution([(enc.cur[i], e) for i, e in step.updates.items()])
         for c in orbits.clauses:
-            for images in orbits.fixing(c.index, fixed):
-                slots = orbits.slots(c.index, images)
-                if slots & written:
+            for images, slots in orbits.fixing_slots(c.index, fixed):
+                if not slots.isdisjoint(written):
                     vocab |= slots
                     targets.append((c.index, post(orbits.term(c.index, images))))
-        broken = [z3.Not(t) for _, t in targets] + enc.leaving_domain(step.updates)
+        broken = [_mk_not(t) for _, t in targets] + enc.leaving_domain(step.updates)
         if not broken:
             continue
         res, why = ask([step.enabled, z3.Not(step.error), _mk_or(broken)], vocab)
@@ -584,6 +607,10 @@ class _Queries:
         s.set("timeout", self.timeout_ms)
         s.set("arith.solver", 2)  # faster on these quantifier-free queries
         s.set("relevancy", 0)
+        # incremental mode: Z3 then skips its preprocessing of the whole premise
+        # (solving equations, propagating values), which on tens of thousands of
+        # clause instances costs more than the search it saves (benchmarks/RESULTS.md)
+        s.push()
         assert_all(s, goal)
         scope = vocab | self.shared
         chosen = self.local(scope)
@@ -601,6 +628,12 @@ class _Queries:
         res = s.check()
         return res, (s.model() if res == z3.sat else
                      None if res == z3.unsat else s.reason_unknown())
+
+
+def _mk_not(t: z3.BoolRef) -> z3.BoolRef:
+    """``z3.Not(t)`` in one C call (``Not`` checks and converts its argument first)."""
+    ctx = t.ctx
+    return z3.BoolRef(z3.Z3_mk_not(ctx.ref(), t.as_ast()), ctx)
 
 
 def _fail(report: OrbitReport, res: z3.CheckSatResult, why: Any, enc: Encoding,

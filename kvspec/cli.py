@@ -452,7 +452,15 @@ def cmd_fuzz(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 def cmd_check_proof(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     doc = load_certificate(args.certificate)
-    system = _system(args, sizes=_certificate_sizes(args, doc))
+    sizes = _certificate_sizes(args, doc)
+    try:
+        system = _system(args, sizes=sizes)
+    except (UsageError, ModelError):
+        if sizes == parse_sizes(getattr(args, "size", None)):
+            raise
+        # sizes the model does not take: the certificate is checked (and rejected) at
+        # the sizes of the command line, saying which sizes it is for
+        system = _system(args)
     _session(args).engine = "certificate"
     from kvspec.proofs.certificate import check_certificate
     check = check_certificate(Path(args.certificate), system)
@@ -611,6 +619,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = command("check-proof", "re-check a stored proof certificate", cmd_check_proof)
     c.add_argument("certificate", help="proofs/<file>.<class>.<sizes>.json")
     model_args(c)
+    for action in c._actions:
+        if action.dest == "size":
+            action.help = ("the sizes to re-check an all-sizes certificate at; a "
+                           "size-specific one is re-checked at its own sizes (these may only "
+                           "agree with them)")
 
     kit = ParserKit(command, model_args, timeout_arg)
     from kvspec.gate import check_cmd, diff_cmd

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import z3
-from conftest import ROOT, system_of
+from conftest import ROOT, run_cli, system_of
 
 from kvspec.lang.schema import State
 from kvspec.lang.system import System
@@ -128,3 +128,40 @@ def test_a_satisfiable_goal_gets_a_state_of_the_whole_invariant(queries, system)
     every = [orbits.term(k, images) for k, images, _ in q.everything]
     assert _false_on(system, state, every) == 0
     assert all(enc.value_in_domain(i, x) for i, x in enumerate(state))
+
+
+@pytest.mark.parametrize("clause", ["(= true (forall ((x Int)) (or (< x 0) (>= x 0))))",
+                                    "(distinct false (exists ((x Int)) (= x 0)))"])
+def test_a_quantifier_under_an_equality_is_rejected_not_a_crash(clause: str,
+                                                                 tmp_path: Path) -> None:
+    """A representative clause must be quantifier-free, wherever the quantifier sits (an
+    argument of ``=`` is looked at as a possible id-valued slot first)."""
+    doc = json.loads(CERT.read_text())
+    inv = doc["invariant"]
+    smt = inv["smtlib2"] + "; extra\n(assert " + clause + ")\n"
+    readable = inv["readable"] + ["extra"]
+    inv.update(smtlib2=smt, readable=readable, clauses=len(readable),
+               sha256=invariant_digest(smt, readable))
+    forged = tmp_path / CERT.name
+    forged.write_text(json.dumps(doc))
+    res = run_cli("check-proof", str(forged), str(ROOT / "models" / "lowest_free.py"))
+    assert res.code == 1, res.out + res.err
+    assert "has a quantifier" in res.out and "certificate REJECTED" in res.out
+
+
+def test_check_proof_says_the_sizes_it_checked_and_rejects_sizes_the_model_refuses(
+        tmp_path: Path) -> None:
+    """Without ``--size`` the certificate's own sizes are used, and the PROVED line names
+    them; a certificate whose sizes the model does not take is rejected (exit 1), not
+    blamed on the model."""
+    model = str(ROOT / "models" / "lowest_free.py")
+    res = run_cli("check-proof", str(CERT), model)
+    assert res.code == 0
+    assert "PROVED (certificate re-checked at requests=3, pages=8, " in res.out
+    doc = json.loads(CERT.read_text())
+    doc["sizes"]["pages"] = 0
+    bad = tmp_path / CERT.name
+    bad.write_text(json.dumps(doc))
+    res = run_cli("check-proof", str(bad), model)
+    assert res.code == 1 and res.err == ""
+    assert "the certificate is for sizes {'requests': 3, 'pages': 0}" in res.out

@@ -360,9 +360,12 @@ class CertificateCheck:
                 console.print(Text.assemble(("  ✘ broken: ", "bold red"), (b, "red")))
             console.print(_state_table(self.cti.trace.system, self.cti.pre))
         if self.ok:
-            every = "all sizes, " if self.kind == KIND_ALL_SIZES else ""
+            from kvspec.report.text import sizes_text
+
+            where = ("all sizes, certificate re-checked" if self.kind == KIND_ALL_SIZES else
+                     f"certificate re-checked at {sizes_text(dict(self.system.sizes))}")
             console.print(Text.assemble(("  PROVED", "bold green"),
-                                        f" ({every}certificate re-checked, {self.clauses} clauses, "
+                                        f" ({where}, {self.clauses} clauses, "
                                         f"{self.seconds:.2f} s): " + ", ".join(self.properties)))
         else:
             console.print(Text("  certificate REJECTED", style="bold red"))

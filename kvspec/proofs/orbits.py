@@ -245,7 +245,7 @@ class Orbits:
             key = e.get_id()
             if key not in dims:
                 dim = None
-                if e.num_args() == 0 and z3.is_const(e) and not z3.is_int_value(e):
+                if z3.is_const(e) and not z3.is_int_value(e):
                     s = ren.slot_of.get(e.decl().name())
                     dim = ren.value_dim.get(s) if s is not None else None
                 dims[key] = dim

@@ -26,7 +26,7 @@ from typing import IO, Any, Callable, NoReturn, Sequence
 from kvspec.cli_args import (integer, non_negative_int, output_file, search_args,
                              picture_path, positive_int, positive_seconds, size_spec)
 from kvspec.lang.errors import ModelError, UsageError
-from kvspec.lang.loader import load_model, parse_sizes
+from kvspec.lang.loader import LoadedModel, load_model, parse_sizes
 from kvspec.lang.system import System, compile_model
 from kvspec.report.text import make_console, print_result
 from kvspec.report.wording import display_path, one_line
@@ -116,9 +116,11 @@ def _interrupted(args: argparse.Namespace | None, out: IO[str], err: IO[str]) ->
 
 
 def _system(args: argparse.Namespace, properties: list[str] | None = None, *,
-            sizes: dict[str, int] | None = None) -> System:
-    """The model of ``args`` compiled at ``sizes`` (default: those of ``--size``)."""
-    loaded = load_model(args.model, getattr(args, "model_class", None))
+            sizes: dict[str, int] | None = None, loaded: LoadedModel | None = None) -> System:
+    """The model of ``args`` (or ``loaded``, that model already loaded) compiled at
+    ``sizes`` (default: those of ``--size``)."""
+    if loaded is None:
+        loaded = load_model(args.model, getattr(args, "model_class", None))
     if sizes is None:
         sizes = parse_sizes(getattr(args, "size", None))
     system = compile_model(loaded, sizes, properties)
@@ -452,15 +454,16 @@ def cmd_fuzz(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 def cmd_check_proof(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     doc = load_certificate(args.certificate)
-    sizes = _certificate_sizes(args, doc)
+    loaded = load_model(args.model, getattr(args, "model_class", None))
+    sizes = _certificate_sizes(args, doc, loaded)
     try:
-        system = _system(args, sizes=sizes)
+        system = _system(args, sizes=sizes, loaded=loaded)
     except (UsageError, ModelError):
         if sizes == parse_sizes(getattr(args, "size", None)):
             raise
         # sizes the model does not take: the certificate is checked (and rejected) at
         # the sizes of the command line, saying which sizes it is for
-        system = _system(args)
+        system = _system(args, loaded=loaded)
     _session(args).engine = "certificate"
     from kvspec.proofs.certificate import check_certificate
     check = check_certificate(Path(args.certificate), system)
@@ -468,7 +471,8 @@ def cmd_check_proof(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int
     return 0 if check.ok else 1
 
 
-def _certificate_sizes(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, int]:
+def _certificate_sizes(args: argparse.Namespace, doc: dict[str, Any], loaded: LoadedModel
+                       ) -> dict[str, int]:
     """The sizes to re-check a certificate at: a size-specific certificate's own (those
     the model declares and lets be set), with ``--size`` only confirming or adding to
     them; an all-sizes certificate's at ``--size`` (the model's defaults without it)."""
@@ -483,7 +487,6 @@ def _certificate_sizes(args: argparse.Namespace, doc: dict[str, Any]) -> dict[st
                          f"{sizes_text(own)}, not {sizes_text(clash)}; leave --size out to "
                          "re-check it at its own sizes")
     from kvspec.lang.system import settable_sizes
-    loaded = load_model(args.model, getattr(args, "model_class", None))
     declared = {s.name for s in loaded.decl.sizes}
     sizes = {k: v for k, v in settable_sizes(loaded, own).items() if k in declared}
     return {**sizes, **given}

@@ -455,15 +455,16 @@ def cmd_fuzz(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 def cmd_check_proof(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     doc = load_certificate(args.certificate)
     loaded = load_model(args.model, getattr(args, "model_class", None))
-    sizes = _certificate_sizes(args, doc, loaded)
+    given = parse_sizes(getattr(args, "size", None))
+    sizes = _certificate_sizes(Path(args.certificate), doc, loaded, given)
     try:
         system = _system(args, sizes=sizes, loaded=loaded)
     except (UsageError, ModelError):
-        if sizes == parse_sizes(getattr(args, "size", None)):
+        if sizes == given:
             raise
         # sizes the model does not take: the certificate is checked (and rejected) at
         # the sizes of the command line, saying which sizes it is for
-        system = _system(args, loaded=loaded)
+        system = _system(args, sizes=given, loaded=loaded)
     _session(args).engine = "certificate"
     from kvspec.proofs.certificate import check_certificate
     check = check_certificate(Path(args.certificate), system)
@@ -471,19 +472,19 @@ def cmd_check_proof(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int
     return 0 if check.ok else 1
 
 
-def _certificate_sizes(args: argparse.Namespace, doc: dict[str, Any], loaded: LoadedModel
-                       ) -> dict[str, int]:
-    """The sizes to re-check a certificate at: a size-specific certificate's own (those
-    the model declares and lets be set), with ``--size`` only confirming or adding to
-    them; an all-sizes certificate's at ``--size`` (the model's defaults without it)."""
-    given = parse_sizes(getattr(args, "size", None))
+def _certificate_sizes(path: Path, doc: dict[str, Any], loaded: LoadedModel,
+                       given: dict[str, int]) -> dict[str, int]:
+    """The sizes to re-check the certificate ``doc`` at: a size-specific certificate's
+    own (those the model declares and lets be set), with ``given`` (``--size``) only
+    confirming or adding to them; an all-sizes certificate's at ``given`` (the model's
+    defaults where it is empty)."""
     own = doc.get("sizes") or {}
     if doc.get("kind", "size-specific") != "size-specific" or not own:
         return given
     clash = {k: v for k, v in given.items() if k in own and own[k] != v}
     if clash:
         from kvspec.report.text import sizes_text
-        raise UsageError(f"{display_path(Path(args.certificate))} is a certificate for "
+        raise UsageError(f"{display_path(path)} is a certificate for "
                          f"{sizes_text(own)}, not {sizes_text(clash)}; leave --size out to "
                          "re-check it at its own sizes")
     from kvspec.lang.system import settable_sizes
@@ -538,10 +539,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    def model_args(p: argparse.ArgumentParser) -> None:
+    def model_args(p: argparse.ArgumentParser,
+                   size_help: str = "override size parameters, e.g. requests=3,pages=16"
+                   ) -> None:
         p.add_argument("model", help="model file (a Python file defining a kvspec.Model)")
         p.add_argument("--size", action="append", type=size_spec, metavar="NAME=N[,NAME=N]",
-                       help="override size parameters, e.g. requests=3,pages=16")
+                       help=size_help)
         p.add_argument("--model-class", help="the Model class to use when the file has several")
 
     def timeout_arg(p: argparse.ArgumentParser) -> None:
@@ -621,12 +624,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = command("check-proof", "re-check a stored proof certificate", cmd_check_proof)
     c.add_argument("certificate", help="proofs/<file>.<class>.<sizes>.json")
-    model_args(c)
-    for action in c._actions:
-        if action.dest == "size":
-            action.help = ("the sizes to re-check an all-sizes certificate at; a "
-                           "size-specific one is re-checked at its own sizes (these may only "
-                           "agree with them)")
+    model_args(c, "the sizes to re-check an all-sizes certificate at; a size-specific one "
+                  "is re-checked at its own sizes (these may only agree with them)")
 
     kit = ParserKit(command, model_args, timeout_arg)
     from kvspec.gate import check_cmd, diff_cmd

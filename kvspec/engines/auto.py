@@ -199,7 +199,8 @@ def _every_size(system: System, pending: list[Property], verdicts: dict[str, Ver
     ``EVERY_SIZE_SECONDS``. Its cost does not grow with the run's size, and its
     certificate re-checks as fast at every size. Proofs only (re-checked); the rest
     goes on to the size-specific stages."""
-    from kvspec.proofs.parametric.engine import all_sizes_verdict, is_small, prove_every_size
+    from kvspec.engines.inference import is_small
+    from kvspec.proofs.parametric.engine import all_sizes_verdict, prove_every_size
 
     if EVERY_SIZE_SECONDS <= 0 or is_small(system):
         return

@@ -545,6 +545,13 @@ def small_sizes(system: Any) -> dict[str, int]:
     return sizes
 
 
+def is_small(system: Any) -> bool:
+    """Whether ``system`` is already at the small size (:func:`small_sizes`)."""
+    from kvspec.lang.system import settable_sizes
+
+    return small_sizes(system) == settable_sizes(system.loaded, system.sizes)
+
+
 def sample_states(system: Any, *, max_states: int = 30000, deadline: Any = None
                   ) -> tuple[Schema, list[State]]:
     """Reachable states of a small configuration of ``system``'s model (two requests,
@@ -562,12 +569,10 @@ def sample_outcome(system: Any, *, max_states: int = 30000, deadline: Any = None
     decided every property (it was exhaustive, or stopped once all were violated);
     None when it did not."""
     from kvspec.engines.explicit import Limits, explore
-    from kvspec.lang.system import compile_model
+    from kvspec.lang.system import compiled_again
     from kvspec.verdict import Status
 
-    sizes = small_sizes(system)
-    small = compile_model(system.loaded, sizes, [p.name for p in system.properties],
-                          inflight_bound=system.inflight_bound)
+    small = compiled_again(system, small_sizes(system))
     out = explore(small, symmetry=True, limits=Limits(max_states=max_states), keep_graph=True,
                   deadline=deadline)
     shortest: dict[str, int] | None = None

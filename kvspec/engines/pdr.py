@@ -45,8 +45,8 @@ from kvspec.engines.inference import (
     StateTable,
     Template,
     enumerate_candidates,
+    is_small,
     sample_outcome,
-    small_sizes,
 )
 from kvspec.engines.selection import (
     ERRORS_GOAL,
@@ -70,7 +70,7 @@ from kvspec.engines.transition import (
 )
 from kvspec.lang.errors import ModelError
 from kvspec.lang.symmetry import analyse_symmetry
-from kvspec.lang.system import Property, System, compile_model, settable_sizes
+from kvspec.lang.system import Property, System, compiled_again, settable_sizes
 from kvspec.proofs.certificate import Invariant, verify_invariant, write_certificate
 from kvspec.proofs.orbits import representatives_view
 from kvspec.proofs.smt_check import deep_terms
@@ -148,9 +148,7 @@ def select_small(system: System, symmetric: tuple[bool, bool], deadline: Deadlin
     if dict(small_schema.sizes) == dict(system.sizes):
         out.shortest = shortest
     else:
-        small = compile_model(system.loaded, settable_sizes(system.loaded, small_schema.sizes),
-                              [p.name for p in system.properties],
-                              inflight_bound=system.inflight_bound)
+        small = compiled_again(system, settable_sizes(system.loaded, small_schema.sizes))
         small_ts = TransitionSystem(small, "bv")
         small_sym = (symmetric[0] and small_schema.requests > 1,
                      symmetric[1] and small_schema.pages > 1)
@@ -280,7 +278,7 @@ def prove_by_orbits(system: System, names: list[str], *, deadline: Deadline, sym
     symmetric = (report.requests, report.pages) if symmetry else (False, False)
     if not any(symmetric):
         return verdicts, {"not_applicable": "no symmetry"}, None
-    if small_sizes(system) == settable_sizes(system.loaded, system.sizes):
+    if is_small(system):
         return verdicts, {"not_applicable": "already the small size"}, None
     pending = [p for p in system.properties if p.name in names]
     if progress is not None:

@@ -304,6 +304,18 @@ def settable_sizes(loaded: LoadedModel, sizes: dict[str, int]) -> dict[str, int]
     return {k: v for k, v in sizes.items() if k not in derived}
 
 
+def compiled_again(system: System, sizes: dict[str, int] | None = None,
+                   properties: list[str] | None = None) -> System:
+    """``system``'s model compiled again, with its in-flight bound: at ``sizes`` (sizes
+    :func:`compile_model` takes; default: ``system``'s own) checking ``properties``
+    (default: ``system``'s)."""
+    return compile_model(system.loaded,
+                         settable_sizes(system.loaded, system.sizes) if sizes is None else sizes,
+                         [p.name for p in system.properties] if properties is None
+                         else properties,
+                         inflight_bound=system.inflight_bound)
+
+
 def _derived_size(s: SizeParam, sizes: dict[str, int], file: str) -> int:
     """The value of a derived size from the sizes resolved so far."""
     assert s.derived is not None

@@ -289,6 +289,8 @@ def recheck(system: System, smtlib2: str, readable: list[str] | None, properties
 def run_all_sizes(system: System, *, timeout: float | None, save_proof: bool, proofs_dir: Path,
                   progress: ProgressFn | None = None, symmetry: bool = True,
                   max_states: int | None = None) -> EngineOutcome:
+    from kvspec.engines.inference import is_small
+
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
     props = [p.name for p in system.properties]
@@ -427,32 +429,21 @@ def small_system(system: System, names: list[str] | None = None) -> System | Non
     (:func:`kvspec.engines.inference.small_sizes`: at most two requests and four pages,
     every other size as it is), checking the properties ``names`` (None: all of
     ``system``'s), or None when ``system`` is already that small."""
-    from kvspec.engines.inference import small_sizes
-    from kvspec.lang.system import compile_model
+    from kvspec.engines.inference import is_small, small_sizes
+    from kvspec.lang.system import compiled_again
 
     if is_small(system):
         return None
-    return compile_model(system.loaded, small_sizes(system),
-                         [p.name for p in system.properties] if names is None else names,
-                         inflight_bound=system.inflight_bound)
-
-
-def is_small(system: System) -> bool:
-    """Whether ``system`` is already at the small size (:func:`small_system`)."""
-    from kvspec.engines.inference import small_sizes
-    from kvspec.lang.system import settable_sizes
-
-    return small_sizes(system) == settable_sizes(system.loaded, system.sizes)
+    return compiled_again(system, small_sizes(system), names)
 
 
 def _restricted(system: System, names: list[str]) -> System:
     """``system`` checking only the properties ``names``."""
-    from kvspec.lang.system import compile_model, settable_sizes
+    from kvspec.lang.system import compiled_again
 
     if names == [p.name for p in system.properties]:
         return system
-    return compile_model(system.loaded, settable_sizes(system.loaded, system.sizes), names,
-                         inflight_bound=system.inflight_bound)
+    return compiled_again(system, properties=names)
 
 
 def every_size(system: System, clauses: list[tuple[z3.BoolRef, str]], holding: list[str], *,

@@ -11,11 +11,11 @@ import pytest
 
 import kvspec.engines.auto as auto
 from kvspec.lang.errors import ModelError
-from kvspec.lang.loader import load_model
-from kvspec.lang.system import System, compile_model
+from kvspec.lang.system import System
 from kvspec.runner import run
 from kvspec.verdict import Status
-from test_all_sizes import SIZE_THRESHOLD
+from conftest import system_of
+from test_all_sizes import SIZE_THRESHOLD, _write
 
 POOL = '''
 from kvspec import Int, Model, Page, Pages, Request, Requests, Size, action, emit, require
@@ -63,9 +63,7 @@ SLOT_OF_COUNT = POOL.replace("from kvspec import", "from kvspec import Slots,").
 
 
 def _system(tmp_path: Path, source: str, sizes: dict[str, int] | None = None) -> System:
-    path = tmp_path / "model.py"
-    path.write_text(source)
-    return compile_model(load_model(path), sizes)
+    return system_of(_write(tmp_path, "model", source), sizes)
 
 
 @pytest.mark.parametrize("source, why", [

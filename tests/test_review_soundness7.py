@@ -15,13 +15,14 @@ import pytest
 import z3
 
 from kvspec.lang.errors import ModelError
-from kvspec.lang.loader import load_model
-from kvspec.lang.system import System, compile_model
+from kvspec.lang.system import System
 from kvspec.proofs.certificate import check_certificate
 from kvspec.proofs.parametric.model import parametric_model
 from kvspec.proofs.parametric.values import var_dims
 from kvspec.runner import run
 from kvspec.verdict import Status
+from conftest import system_of
+from test_all_sizes import _write
 
 HEAD = '''
 from kvspec import Index, Int, Model, Pages, Request, Requests, Size, action, invariant, \\
@@ -130,21 +131,10 @@ AT_MAXIMUM = HEAD + '''    cap = Size(derived=lambda sz: sz.pages // 2, minimum=
 '''
 
 
-def _write(tmp_path: Path, name: str, source: str) -> Path:
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    return path
-
-
-def _system(path: Path, sizes: dict[str, int] | None = None,
-            properties: list[str] | None = None) -> System:
-    return compile_model(load_model(path), sizes, properties)
-
-
 def _fails_explicitly(path: Path, sizes: dict[str, int]) -> bool:
     """A model error (compiling or reachable) or a violation at ``sizes``."""
     try:
-        verdicts = run(_system(path, sizes), "explicit", coverage=False).verdicts
+        verdicts = run(system_of(path, sizes), "explicit", coverage=False).verdicts
     except ModelError:
         return True
     return any(v.status is Status.VIOLATED for v in verdicts)
@@ -155,7 +145,7 @@ def _fails_explicitly(path: Path, sizes: dict[str, int]) -> bool:
 def test_what_a_derived_size_breaks_elsewhere_is_not_proved_for_every_size(
         tmp_path: Path, source: str, where: dict[str, int]) -> None:
     path = _write(tmp_path, "derived", source)
-    (v,) = run(_system(path, None, ["small"]), "all-sizes", proofs_dir=tmp_path,
+    (v,) = run(system_of(path, None, ["small"]), "all-sizes", proofs_dir=tmp_path,
                coverage=False).verdicts
     assert v.method != "all sizes", v.headline()
     assert not list(tmp_path.glob("*=all*.json"))
@@ -220,11 +210,11 @@ def _pinned_lockstep(base: System, other: System, rng: random.Random, states: in
 
 def test_the_reading_at_one_size_contains_the_steps_at_others(tmp_path: Path) -> None:
     path = _write(tmp_path, "uses", USES)
-    base = _system(path)
+    base = system_of(path)
     compared = 0
     for sizes in ({"pages": 2}, {"requests": 3, "pages": 6}, {"requests": 1, "pages": 9},
                   {"pages": 5, "limit": 3}):
-        compared += _pinned_lockstep(base, _system(path, sizes), random.Random(7), 6)
+        compared += _pinned_lockstep(base, system_of(path, sizes), random.Random(7), 6)
     assert compared > 40
 
 
@@ -234,7 +224,7 @@ def test_a_proof_with_every_cap_rechecks_where_the_derived_value_differs(
     `two` is not (violated at six pages). The certificate re-checks, and the explicit
     search agrees, at sizes with other values of cap."""
     path = _write(tmp_path, "uses", USES)
-    result = run(_system(path), "all-sizes", save_proof=True, proofs_dir=tmp_path,
+    result = run(system_of(path), "all-sizes", save_proof=True, proofs_dir=tmp_path,
                  coverage=False)
     by = {v.prop: v for v in result.verdicts}
     assert by["capped"].method == "all sizes" and "every cap" in by["capped"].detail
@@ -243,9 +233,9 @@ def test_a_proof_with_every_cap_rechecks_where_the_derived_value_differs(
     (cert,) = tmp_path.glob("*requests=all*.json")
     assert "limit=all,cap=all" in cert.name
     for sizes in ({"pages": 2}, {"requests": 3, "pages": 7}, {"pages": 5, "limit": 4}):
-        check = check_certificate(cert, _system(path, sizes))
+        check = check_certificate(cert, system_of(path, sizes))
         assert check.ok and "capped" in check.properties, (sizes, check.problems)
-        explicit = run(_system(path, sizes, ["capped"]), "explicit", coverage=False)
+        explicit = run(system_of(path, sizes, ["capped"]), "explicit", coverage=False)
         assert explicit.verdicts[0].status is Status.HOLDS
 
 
@@ -253,7 +243,7 @@ def test_a_derived_size_at_its_maximum_is_named_with_its_line(tmp_path: Path) ->
     path = _write(tmp_path, "maximum", AT_MAXIMUM)
     line = AT_MAXIMUM.splitlines().index(
         "    cap = Size(derived=lambda sz: sz.pages // 2, minimum=1, maximum=2)") + 1
-    (v,) = run(_system(path, None, ["no-decode-after-rejection"]), "all-sizes",
+    (v,) = run(system_of(path, None, ["no-decode-after-rejection"]), "all-sizes",
                proofs_dir=tmp_path, coverage=False).verdicts
     assert v.method != "all sizes"
     assert f"maximum.py:{line}:" in v.detail and "cap=3" in v.detail, v.detail
@@ -288,7 +278,7 @@ class Shadowed(Model):
 
 def test_a_parameter_range_is_read_as_the_compiler_resolved_it(tmp_path: Path) -> None:
     path = _write(tmp_path, "shadowed", SHADOWED)
-    (v,) = run(_system(path, None, ["small"]), "all-sizes", save_proof=True,
+    (v,) = run(system_of(path, None, ["small"]), "all-sizes", save_proof=True,
                proofs_dir=tmp_path, coverage=False).verdicts
     assert v.method != "all sizes", v.headline()
     assert not list(tmp_path.glob("*=all*.json"))
@@ -307,6 +297,6 @@ def test_each_bound_function_of_a_parameter_is_a_symbol_of_its_own(tmp_path: Pat
     for i in range(8):
         source += (f"\n    @action\n    def a{i}(s, k: Int(0, above({i}))):\n"
                    "        s.x = 1\n")
-    model = parametric_model(_system(_write(tmp_path, "bounds", source), None, []))
+    model = parametric_model(system_of(_write(tmp_path, "bounds", source), None, []))
     assert model.sizes is not None
     assert len([n for n in model.sizes.terms if n.startswith("bound.")]) == 8

@@ -226,7 +226,6 @@ class Orbits:
         self.clauses = [self._orbit_clause(k, f, lab)
                         for k, (f, lab) in enumerate(zip(formulas, labels))]
         self._terms: dict[tuple[int, tuple[Any, ...]], z3.BoolRef] = {}
-        self._slots: dict[tuple[int, tuple[Any, ...]], frozenset[int]] = {}
         self._fixing: dict[tuple[int, tuple[Any, ...]],
                            list[tuple[tuple[tuple[int, ...], ...], frozenset[int]]]] = {}
         self._sources: dict[int, tuple[list[z3.ExprRef], Any]] = {}
@@ -389,13 +388,9 @@ class Orbits:
                                            (z3.Ast * len(keys))(*dst)), ctx)
 
     def slots(self, k: int, images: tuple[tuple[int, ...], ...]) -> frozenset[int]:
-        key = (k, images)
-        out = self._slots.get(key)
-        if out is None:
-            c = self.clauses[k]
-            perm = self._perm(c, images)
-            out = self._slots[key] = frozenset(self.ren.slot(s, perm) for s in c.slots)
-        return out
+        c = self.clauses[k]
+        perm = self._perm(c, images)
+        return frozenset(self.ren.slot(s, perm) for s in c.slots)
 
     def every_instance(self) -> list[tuple[int, tuple[Any, ...], frozenset[int]]]:
         """(clause, images, slots) of every instance of the invariant."""

@@ -48,7 +48,7 @@ from typing import Any
 import z3
 
 from kvspec.lang.system import ActionInstance, Property, System
-from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST
+from kvspec.lang.types import PAGE, REQUEST
 from kvspec.proofs.clauses import CertificateError, term_constants, var_names, var_sorts
 from kvspec.proofs.smt_check import (
     CounterexampleToInduction,
@@ -121,18 +121,21 @@ class Renaming:
         self.cur_ast = [v.as_ast() for v in self.cur]
         self.slot_of = {name: i for i, name in enumerate(var_names(self.cur))}
         self.known = var_sorts(self.cur)
-        # slot -> (var offset, row, {dim: id}) and the id space of its value
-        self.where: list[tuple[int, int, dict[str, int]]] = []
+        # slot -> (var offset, (axis, coordinate, stride) per axis, {dim: id}) and the id
+        # space of its value; a 2-D array's slots move along each symmetric axis (a
+        # request's rank flags ``failed[r, k]`` with the request), whatever its layout
+        self.where: list[tuple[int, tuple[tuple[str, int, int], ...], dict[str, int]]] = []
         self.value_dim: dict[int, str] = {}
         for v in system.schema.vars:
+            axes = v.axes
+            if len(set(axes)) != len(axes):
+                raise NotSymmetric(f"{v.name} is indexed twice by the same id space")
+            strides = v.strides if v.two_d else (1,)
             for k in range(v.length):
-                if v.dim == PAGE_BY_REQUEST:
-                    ids = {PAGE: k // v.row, REQUEST: k % v.row}
-                elif v.dim in DIMS:
-                    ids = {v.dim: k}
-                else:
-                    ids = {}
-                self.where.append((v.offset, v.row, ids))
+                coords = v.coords(k) if v.two_d else (k,) if axes else ()
+                parts = tuple(zip(axes, coords, strides))
+                ids = {a: c for a, c in zip(axes, coords) if a in DIMS}
+                self.where.append((v.offset, parts, ids))
                 if v.type.ref_dim in self.on:
                     self.value_dim[v.offset + k] = v.type.ref_dim
         self._holes: dict[tuple[str, int], z3.ArithRef] = {}
@@ -146,11 +149,13 @@ class Renaming:
         return self._holes[key]
 
     def slot(self, slot: int, perm: Perm) -> int:
-        offset, row, ids = self.where[slot]
-        new = {d: perm[d][i] if d in perm else i for d, i in ids.items()}
-        if PAGE in new and REQUEST in new:
-            return offset + new[PAGE] * row + new[REQUEST]
-        return offset + next(iter(new.values())) if new else slot
+        offset, parts, ids = self.where[slot]
+        if not ids:
+            return slot
+        out = offset
+        for axis, c, stride in parts:
+            out += (perm[axis][c] if axis in perm else c) * stride
+        return out
 
     def ids(self, slot: int) -> dict[str, int]:
         return self.where[slot][2]

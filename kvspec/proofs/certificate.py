@@ -41,6 +41,7 @@ from rich.text import Text
 from kvspec.lang.schema import State
 from kvspec.lang.system import Property, System
 from kvspec.proofs.clauses import CertificateError, Clause, parse_invariant
+from kvspec.proofs.lifted import LIFTED_FROM
 from kvspec.proofs.smt_check import (
     QUERY_TIMEOUT_S,
     CounterexampleToInduction,
@@ -550,12 +551,21 @@ def _run_orbits(system: System, clauses: list[Clause], symmetry: list[str],
     try:
         report = check_orbits(system, [c.formula for c in clauses],
                               [c.label or f"clause {c.index}" for c in clauses], wanted, dims,
-                              timeout=timeout)
+                              timeout=timeout, lifted_from=LIFTED_FROM)
     except NotSymmetric as exc:
         check.problems.append(f"the invariant cannot be checked one orbit at a time: {exc}")
         return
     _record(check, clauses, report, wanted)
     check.checked_clauses = [c.describe(60) for c in clauses]
+    lifted = report.lifted
+    if lifted is not None and lifted.proved:
+        check.notes.append(f"checked through its reading for every size: the representatives "
+                           f"lift exactly to {lifted.clauses} quantified clauses over "
+                           f"{' and '.join(symmetry)}, {report.orbit_instances} clause "
+                           f"instances at this size, {report.queries} solver queries")
+        return
+    if lifted is not None:
+        check.notes.append(f"not checked through its reading for every size: {lifted.why_not}")
     check.notes.append(f"orbit check over {' and '.join(symmetry)}: {report.orbit_instances} "
                        f"clause instances, {report.representatives} representative action instances, "
                        f"{report.queries} solver queries")

@@ -50,6 +50,7 @@ import z3
 from kvspec.lang.system import ActionInstance, Property, System
 from kvspec.lang.types import PAGE, REQUEST
 from kvspec.proofs.clauses import CertificateError, term_constants, var_names, var_sorts
+from kvspec.proofs.lifted import LiftedCheck, check_lifted, orbit_instances
 from kvspec.proofs.smt_check import (
     CounterexampleToInduction,
     Encoding,
@@ -449,14 +450,20 @@ class OrbitReport(InductionReport):
     orbit_instances: int = 0
     representatives: int = 0  # action instances checked (``instances``: all, by renaming)
     unexcluded: str | None = None  # a property whose violations the invariant allows
+    #: the route through the clauses' reading for every size, when tried
+    lifted: LiftedCheck | None = None
 
 
 def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                  properties: list[Property], dims: tuple[bool, bool], *,
-                 timeout: float = 60.0) -> OrbitReport:
+                 timeout: float = 60.0, lifted_from: int | None = None) -> OrbitReport:
     """Checks 1–3 of the module docstring for the invariant whose orbit
     representatives are ``formulas``. Raises :class:`NotSymmetric` when a clause
-    cannot be renamed exactly."""
+    cannot be renamed exactly. ``lifted_from``: when the invariant has at least this
+    many instances, first try the representatives' exact reading for every size
+    (:mod:`kvspec.proofs.lifted`), which re-checks the invariant at once when it is
+    inductive for every size; else (or when it is not) the check one orbit at a time
+    decides. None: never."""
     from kvspec.lang.symmetry import analyse_symmetry
 
     report = OrbitReport(clauses=list(labels), properties=[p.name for p in properties])
@@ -470,6 +477,19 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     if moved:
         raise NotSymmetric(moved)
     orbits = Orbits(ren, formulas, labels)
+    if lifted_from is not None and orbit_instances(orbits) >= lifted_from:
+        report.lifted = check_lifted(system, orbits, properties, timeout=timeout)
+        if report.lifted.proved:
+            report.orbit_instances = orbit_instances(orbits)
+            report.instances = len(system.instances)
+            report.queries = report.lifted.queries
+            report.passed.append(
+                f"for every number of requests and pages, so at this size: initiation, "
+                f"consecution over every action and safety of the {len(formulas)} "
+                f"representatives read as {report.lifted.clauses} quantified clauses, "
+                f"whose instances at this size are exactly their "
+                f"{report.orbit_instances} renamings ({report.lifted.queries} queries)")
+            return report
     everything = orbits.every_instance()
     report.orbit_instances = len(everything)
     view = representatives_view(system, dims)

@@ -1,0 +1,165 @@
+"""Re-checking a size-specific orbit certificate through its reading for every size.
+
+An orbit certificate at size ``N`` (:mod:`kvspec.proofs.orbits`) stands for the
+invariant ``I_N``: every renaming of each representative clause. A representative
+``c`` that singles out ids ``a1 … ak`` has one instance per injective choice of ids
+for them, so ``c`` **lifts exactly** to the quantified clause
+
+    ``for all distinct x1 … xk: c[a1 := x1, …, ak := xk]``
+
+over the parametric reading of the model (:mod:`kvspec.proofs.parametric`), whose
+instances at size ``N`` are exactly the instances of ``c`` — when
+
+* every id the lifting turns into a variable is one the orbit check counts as named
+  by ``c`` (a clause that mentions every id of a space only through a count, ``at
+  most one page owned by r``, lifts that count to a quantifier over every id, which
+  says the same at every size), and every such id is of a space the certificate is
+  symmetric in;
+* every integer compared with an id is an id at size ``N`` or ``-1`` (``None``);
+* nothing is read as a ghost count (no new state).
+
+The lifted clauses ``Q`` then satisfy ``Q[N] = I_N`` (as sets of instances), and
+checking ``Q`` for every number of requests and pages
+(:func:`kvspec.proofs.parametric.induction.check_invariant`: initiation, consecution
+over every action, no model error, the properties) checks in particular ``I_N`` at
+``N``: the certificate is re-checked. One such check costs about as much at every
+size, where the orbit-by-orbit check grows with the instances an action touches.
+
+When a representative does not lift exactly, the model has no parametric reading,
+or ``Q`` is not inductive for every size (a clause that holds at ``N`` only because
+of the pool's size), nothing is concluded: the orbit check decides, as before.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import z3
+
+from kvspec.lang.system import Property, System
+from kvspec.proofs.parametric.generalise import (
+    NotLiftable,
+    QClause,
+    _Lifter,
+    pieces,
+    quantify,
+    slot_map,
+    slot_sorts,
+)
+
+if TYPE_CHECKING:
+    from kvspec.proofs.orbits import Orbits
+
+#: the fewest clause instances at which ``check-proof`` tries this route first: below
+#: it the orbit check is as fast (measured in benchmarks/RESULTS.md, ninth round)
+LIFTED_FROM = 5000
+#: the whole lifted check may take this long before the orbit check takes over
+BUDGET_S = 10.0
+#: a representative that singles out more ids than this is left to the orbit check
+#: (its quantified clause would be slow to instantiate)
+MAX_VARIABLES = 6
+
+
+@dataclass
+class LiftedCheck:
+    """The outcome of the lifted route: ``proved`` when the certificate is re-checked,
+    else ``why_not`` says why the orbit check decides."""
+
+    proved: bool
+    why_not: str = ""
+    clauses: int = 0  # quantified clauses checked
+    queries: int = 0
+    seconds: float = 0.0
+
+
+class _ExactLifter(_Lifter):
+    """The lifting of :mod:`~kvspec.proofs.parametric.generalise`, refusing the one
+    reading that is not exact: an integer other than an id at this size or ``-1``
+    compared with an id (it would read as ``None`` or as one more id)."""
+
+    def as_ref(self, t: Any, dim: str) -> z3.ExprRef:
+        if not self.is_ref(t) and z3.is_int_value(t):
+            k = t.as_long()
+            if k < -1 or k >= self.counts.get(dim, 0):
+                raise NotLiftable(f"{k} compared with a {dim} id is not one at this size")
+        return super().as_ref(t, dim)
+
+
+def orbit_instances(orbits: Orbits) -> int:
+    """How many instances the representatives of ``orbits`` stand for."""
+    n = orbits.ren.n
+    return sum(math.prod(math.perm(n[d], len(named)) for d, named in c.named.items())
+               for c in orbits.clauses)
+
+
+def lift_exactly(system: System, model: Any, orbits: Orbits) -> list[QClause]:
+    """The representatives of ``orbits`` as quantified clauses over ``model`` (the
+    parametric reading of ``system``) whose instances at ``system``'s size are exactly
+    theirs (module docstring). Raises NotLiftable, naming the clause, otherwise."""
+    slots = slot_map(system)
+    known = slot_sorts(slots)
+    counts = system.schema.counts
+    out: list[QClause] = []
+    for c in orbits.clauses:
+        named = {d: set(ids) for d, ids in c.named.items()}
+        for piece in pieces(c.formula):
+            lifter = _ExactLifter(model.sorts, model.symbols, slots, counts, known, None)
+            try:
+                body = lifter.lift(piece)
+            except NotLiftable as exc:
+                raise NotLiftable(f"clause {c.index + 1} ({c.label}): {exc}") from None
+            except z3.Z3Exception as exc:  # ids of two spaces compared, say
+                raise NotLiftable(f"clause {c.index + 1} ({c.label}): {exc}") from None
+            if not z3.is_bool(body):
+                raise NotLiftable(f"clause {c.index + 1} ({c.label}) is not a Boolean clause")
+            for dim, k in lifter.order:
+                if dim not in orbits.ren.on:
+                    raise NotLiftable(f"clause {c.index + 1} ({c.label}) names {dim} {k}, "
+                                      f"and the certificate does not rename {dim}s")
+                if k not in named.get(dim, set()):
+                    raise NotLiftable(f"clause {c.index + 1} ({c.label}) names {dim} {k} "
+                                      f"among every {dim}, not as an id its renamings move")
+            if len(lifter.order) > MAX_VARIABLES:
+                raise NotLiftable(f"clause {c.index + 1} ({c.label}) names more than "
+                                  f"{MAX_VARIABLES} ids")
+            xs = [lifter.ids[k] for k in lifter.order]
+            out.append(QClause(quantify(model.sorts, xs, body), c.label))
+    return out
+
+
+def check_lifted(system: System, orbits: Orbits, properties: list[Property], *,
+                 timeout: float, budget: float = BUDGET_S) -> LiftedCheck:
+    """Re-check the invariant of ``orbits`` for ``properties`` at ``system``'s size
+    through its exact lifting, checked for every size (module docstring)."""
+    from kvspec.proofs.parametric.induction import check_invariant
+    from kvspec.proofs.parametric.model import parametric_model
+    from kvspec.proofs.parametric.values import Unsupported
+
+    start = time.monotonic()
+
+    def done(why: str, **kw: Any) -> LiftedCheck:
+        return LiftedCheck(not why, why, seconds=time.monotonic() - start, **kw)
+
+    try:
+        model = parametric_model(system)
+    except Unsupported as exc:
+        return done(f"the model has no reading for every size: {exc}")
+    names = [p.name for p in properties]
+    unread = [n for n in names if n not in model.bad]
+    if unread:
+        return done("no reading for every size of " + ", ".join(unread))
+    try:
+        clauses = lift_exactly(system, model, orbits)
+    except NotLiftable as exc:
+        return done(f"a representative does not lift exactly: {exc}")
+    res = check_invariant(model, clauses, names, houdini=False,
+                          timeout=min(timeout, budget), deadline=start + budget)
+    why = "; ".join(res.problems)
+    if not why and res.unknown:
+        why = f"{res.unknown} queries undecided"
+    if not why and sorted(res.proved) != sorted(names):
+        why = "not every property is proved"
+    return done(f"not inductive for every size ({why})" if why else "",
+                clauses=len(clauses), queries=res.queries)

@@ -1,0 +1,258 @@
+"""Re-checking a size-specific orbit certificate through its exact reading for every
+size (:mod:`kvspec.proofs.lifted`): what it accepts the orbit-by-orbit check accepts
+too (checked on mutated invariants), it refuses the readings that are not exact, and
+a certificate re-checks this way at large sizes, where a forgery is still rejected
+by the orbit check with a counterexample to induction."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import z3
+from conftest import run_cli, system_of
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvspec.lang.system import System
+from kvspec.proofs.certificate import check_certificate, invariant_digest
+from kvspec.proofs.clauses import parse_invariant
+from kvspec.proofs.orbits import NotSymmetric, check_orbits
+
+SMALL = {"requests": 3, "pages": 8}
+BOTH = (True, True)
+
+
+@pytest.fixture(scope="module")
+def learnt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An orbit certificate of ``patched`` at (3,8), written by PDR's orbit route."""
+    folder = tmp_path_factory.mktemp("proofs")
+    run = run_cli("verify", "models/patched.py", "--size", "requests=3,pages=8",
+                  "--engine", "pdr", "--save-proof", "--proofs-dir", str(folder))
+    assert run.code == 0, run.out + run.err
+    (cert,) = folder.glob("*.json")
+    assert json.loads(cert.read_text())["symmetry"] == ["requests", "pages"]
+    return cert
+
+
+@pytest.fixture(scope="module")
+def small() -> System:
+    return system_of("patched.py", SMALL)
+
+
+def _representatives(cert: Path, system: System) -> tuple[list[z3.BoolRef], list[str]]:
+    inv = json.loads(cert.read_text())["invariant"]
+    clauses = parse_invariant(inv["smtlib2"], system.state_vars())
+    return [c.formula for c in clauses], list(inv["readable"])
+
+
+def _at(cert: Path, folder: Path, **sizes: int) -> Path:
+    """The certificate with other sizes (its representatives name only small ids)."""
+    doc = json.loads(cert.read_text())
+    doc["sizes"].update(sizes)
+    out = folder / cert.name.replace("requests=3,pages=8",
+                                     f"requests={sizes['requests']},pages={sizes['pages']}")
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def _without(cert: Path, folder: Path, label: str) -> Path:
+    """The certificate without the clause ``label``, its counts and checksum redone."""
+    doc = json.loads(cert.read_text())
+    inv = doc["invariant"]
+    k = inv["readable"].index(label)
+    lines = inv["smtlib2"].splitlines()
+    at = [i for i, line in enumerate(lines) if line.startswith("(assert")][k]
+    first = at - 1 if lines[at - 1].startswith(";") else at  # the assert and its comment
+    del lines[first:at + 1]
+    smt = "\n".join(lines) + "\n"
+    readable = inv["readable"][:k] + inv["readable"][k + 1:]
+    inv.update(smtlib2=smt, readable=readable, clauses=len(readable),
+               sha256=invariant_digest(smt, readable))
+    out = folder / ("without-" + cert.name)
+    out.write_text(json.dumps(doc))
+    return out
+
+
+# -- the route at work ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("requests,pages,lifted", [(3, 8, False), (8, 64, True),
+                                                    (16, 256, True)])
+def test_a_certificate_rechecks_through_its_reading_for_every_size(
+        learnt: Path, tmp_path: Path, requests: int, pages: int, lifted: bool) -> None:
+    """From LIFTED_FROM clause instances on (688 at (3,8), 12,068 at (8,64)), where
+    the orbit check is the slower one."""
+    cert = _at(learnt, tmp_path, requests=requests, pages=pages)
+    run = run_cli("check-proof", str(cert), "models/patched.py")
+    assert run.code == 0, run.out
+    text = " ".join(run.out.split())
+    assert ("checked through its reading for every size" in text) == lifted
+    assert ("orbit check over" in text) == (not lifted)
+    assert f"PROVED (certificate re-checked at requests={requests}, pages={pages}" in text
+
+
+def test_a_forgery_at_a_large_size_is_rejected_by_the_orbit_check(
+        learnt: Path, tmp_path: Path) -> None:
+    """Without a clause the invariant needs, the reading for every size is not
+    inductive; the orbit check then decides, and finds a real counterexample."""
+    system = system_of("patched.py", {"requests": 8, "pages": 64})
+    labels = json.loads(learnt.read_text())["invariant"]["readable"]
+    rejected = None
+    for label in labels:
+        if label.startswith("not violated"):
+            continue
+        forged = _without(_at(learnt, tmp_path, requests=8, pages=64), tmp_path, label)
+        check = check_certificate(forged, system)
+        if not check.ok:
+            rejected = check
+            break
+    assert rejected is not None, "no clause of the invariant is needed"
+    assert rejected.cti is not None
+    assert any("not checked through its reading for every size" in n for n in rejected.notes)
+    # the counterexample's state satisfies the invariant and its step breaks it
+    assert rejected.cti.broken
+
+
+# -- never more than the orbit check -------------------------------------------------------
+
+def _mutants(formulas: list[z3.BoolRef]) -> st.SearchStrategy[list[z3.BoolRef]]:
+    """The representatives with one change a forger (or a bug) might make: a clause
+    dropped, a literal negated, a number moved by one, a slot replaced by another."""
+
+    @st.composite
+    def draw(data: Any) -> list[z3.BoolRef]:
+        k = data(st.integers(0, len(formulas) - 1))
+        kind = data(st.sampled_from(["drop", "negate", "number", "slot"]))
+        out = list(formulas)
+        if kind == "drop":
+            del out[k]
+            return out
+        f = formulas[k]
+        terms = _subterms(f)
+        if kind == "negate":
+            atoms = [t for t in terms if z3.is_bool(t) and not z3.is_and(t)
+                     and not z3.is_or(t) and not z3.is_not(t)]
+            if atoms:
+                a = data(st.sampled_from(atoms))
+                out[k] = z3.substitute(f, (a, z3.Not(a)))
+        elif kind == "number":
+            nums = [t for t in terms if z3.is_int_value(t)]
+            if nums:
+                a = data(st.sampled_from(nums))
+                out[k] = z3.substitute(f, (a, z3.IntVal(a.as_long() + data(
+                    st.sampled_from([-1, 1])))))
+        else:
+            consts = [t for t in terms if z3.is_const(t) and not z3.is_int_value(t)
+                      and not z3.is_true(t) and not z3.is_false(t)]
+            if consts:
+                a = data(st.sampled_from(consts))
+                name = a.decl().name()
+                others = [v for v in _slots_of_same_var(name) if v.decl().name() != name
+                          and v.sort() == a.sort()]
+                if others:
+                    out[k] = z3.substitute(f, (a, data(st.sampled_from(others))))
+        return out
+
+    return draw()
+
+
+_STATE: dict[str, list[z3.ExprRef]] = {}
+
+
+def _slots_of_same_var(name: str) -> list[z3.ExprRef]:
+    return _STATE.get(name.split("[")[0], [])
+
+
+def _subterms(f: z3.ExprRef) -> list[z3.ExprRef]:
+    out, stack, seen = [], [f], set()
+    while stack:
+        t = stack.pop()
+        if t.get_id() in seen:
+            continue
+        seen.add(t.get_id())
+        out.append(t)
+        stack.extend(t.children())
+    return out
+
+
+@pytest.fixture(scope="module")
+def representatives(learnt: Path, small: System) -> tuple[list[z3.BoolRef], list[str]]:
+    for v in small.state_vars():
+        _STATE.setdefault(v.decl().name().split("[")[0], []).append(v)
+    return _representatives(learnt, small)
+
+
+@settings(max_examples=14, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(data=st.data())
+def test_what_the_lifted_route_accepts_the_orbit_check_accepts(
+        small: System, representatives: tuple[list[z3.BoolRef], list[str]],
+        data: st.DataObject) -> None:
+    formulas, _ = representatives
+    mutated = data.draw(_mutants(formulas))
+    labels = [f"clause {i + 1}" for i in range(len(mutated))]
+    try:
+        lifted = check_orbits(small, mutated, labels, list(small.properties), BOTH,
+                              lifted_from=0, timeout=20)
+    except NotSymmetric:
+        return
+    orbit = check_orbits(small, mutated, labels, list(small.properties), BOTH, timeout=20)
+    assert lifted.lifted is not None
+    if lifted.lifted.proved:
+        assert orbit.ok, (lifted.lifted, orbit.problems)
+    assert lifted.ok == orbit.ok or (orbit.undecided or lifted.undecided)
+
+
+def test_the_unchanged_invariant_passes_both_ways(
+        small: System, representatives: tuple[list[z3.BoolRef], list[str]]) -> None:
+    formulas, labels = representatives
+    props = list(small.properties)
+    lifted = check_orbits(small, formulas, labels, props, BOTH, lifted_from=0)
+    assert lifted.ok and lifted.lifted is not None and lifted.lifted.proved
+    assert check_orbits(small, formulas, labels, props, BOTH).ok
+
+
+# -- readings that are not exact are refused -----------------------------------------------
+
+def _cur(system: System) -> dict[str, z3.ExprRef]:
+    return {v.decl().name(): v for v in system.state_vars()}
+
+
+@pytest.mark.parametrize("make,why", [
+    # an owner compared with a number that is no request at three requests: the clause
+    # holds at this size (owners are -1..2), its lifting would say no page has an owner
+    (lambda c: c["owner[0]"] != 5, "5 compared with a request id is not one at this size"),
+    (lambda c: c["owner[0]"] != -2, "-2 compared with a request id is not one"),
+    # every page at once, not through a count ('r0 does not own every page'): one
+    # instance per request here, but 'for all distinct p0..p7' is another clause at
+    # other sizes
+    (lambda c: z3.Or([c[f"owner[{p}]"] != 0 for p in range(8)]),
+     "names page 0 among every page"),
+])
+def test_a_reading_that_is_not_exact_is_left_to_the_orbit_check(
+        small: System, representatives: tuple[list[z3.BoolRef], list[str]],
+        make: Any, why: str) -> None:
+    formulas, labels = representatives
+    extra = make(_cur(small))
+    report = check_orbits(small, formulas + [extra], labels + ["extra"],
+                          list(small.properties), BOTH, lifted_from=0)
+    assert report.lifted is not None and not report.lifted.proved
+    assert why in report.lifted.why_not
+    orbit = check_orbits(small, formulas + [extra], labels + ["extra"],
+                         list(small.properties), BOTH)
+    assert report.ok == orbit.ok
+
+
+def test_a_certificate_not_symmetric_in_pages_is_left_to_the_orbit_check() -> None:
+    from conftest import ROOT
+
+    cert = ROOT / "proofs" / "lowest_free.LowestFreePD.requests=3,pages=8.json"
+    system = system_of("lowest_free.py", {"requests": 3, "pages": 8})
+    formulas, labels = _representatives(cert, system)
+    report = check_orbits(system, formulas, labels, list(system.properties), (True, False),
+                          lifted_from=0)
+    assert report.ok
+    assert report.lifted is not None and not report.lifted.proved
+    assert "and the certificate does not rename pages" in report.lifted.why_not

@@ -25,10 +25,10 @@ request is mapped to a free model request id at its first event; it is retired â
 id reset to the initial values and reused â€” after its terminal event once, in every
 configuration, silent steps can bring it to a *dormant* state: no action instance with
 it as a parameter is enabled and no variable of another request or of a page refers to
-it (configurations are then replaced by those dormant states). A log page is mapped to
-a model page whose variables are all at their initial values; the mapping is dropped
-when the page is back at its initial values in every configuration and a page id is
-needed. Both rely on the model treating ids symmetrically (as the checker's symmetry
+it (configurations are then replaced by those dormant states; every slot the id
+indexes, 2-D rows included, is reset). A log page is mapped to a model page whose
+slots are all at their initial values and that no variable names; the mapping is
+dropped when that holds again in every configuration and a page id is needed. Both rely on the model treating ids symmetrically (as the checker's symmetry
 reduction does) and on dormant requests staying dormant (DONE is absorbing in the
 shipped models). A log event of a retired request is checked as a new request's.
 
@@ -53,7 +53,7 @@ from kvspec.lang.declare import SCALAR
 from kvspec.lang.errors import UsageError
 from kvspec.lang.schema import State
 from kvspec.lang.system import ActionDef, ActionInstance, System, emitted_kinds
-from kvspec.lang.types import PAGE, PAGE_BY_REQUEST, REQUEST, RefType
+from kvspec.lang.types import PAGE, REQUEST, RefType
 from kvspec.props.events import Event
 
 Config = tuple[State, tuple[Event, ...]]
@@ -197,6 +197,9 @@ class Conformance:
         self._group_cache: dict[tuple[int | None, int | None], tuple[list[Any], bool]] = {}
         self._ref_vars = [(v.offset, v.length, v.dim == REQUEST) for v in self.model_vars
                           if isinstance(v.type, RefType) and v.type.ref_dim == REQUEST]
+        self._page_refs = [(v.offset, v.length) for v in self.model_vars
+                           if isinstance(v.type, RefType) and v.type.ref_dim == PAGE]
+        self._own_cache: dict[tuple[str, int], list[int]] = {}
         self.failure: Nonconformance | None = None
         self.events = 0
         self.peak_configs = 1
@@ -419,17 +422,24 @@ class Conformance:
         self.page_key[q] = key
         return q
 
+    def _own_slots(self, dim: str, i: int) -> list[int]:
+        """Every slot of the model variables that id ``i`` of ``dim`` indexes, whatever
+        the variable's shape (``phase[r]``, ``page_inflight_by[p, r]``, a request's
+        per-rank row ``failed[r, k]``, a page's per-slot row)."""
+        key = (dim, i)
+        out = self._own_cache.get(key)
+        if out is None:
+            out = self._own_cache[key] = [v.offset + j for v in self.model_vars
+                                          if dim in v.axes for j in v.slots_of(dim, i)]
+        return out
+
     def _page_blank(self, state: State, q: int) -> bool:
+        """Whether model page ``q`` is as at the start: every slot it indexes initial,
+        and no variable holding it as a value."""
         init = self.system.initial
-        for v in self.model_vars:
-            if v.dim == PAGE:
-                if state[v.offset + q] != init[v.offset + q]:
-                    return False
-            elif v.dim == PAGE_BY_REQUEST:
-                b = v.offset + q * v.row
-                if state[b:b + v.row] != init[b:b + v.row]:
-                    return False
-        return True
+        if any(state[i] != init[i] for i in self._own_slots(PAGE, q)):
+            return False
+        return all(q not in state[off:off + length] for off, length in self._page_refs)
 
     def _sweep_pages(self) -> None:
         for q in list(self.page_key):
@@ -475,14 +485,11 @@ class Conformance:
         return out
 
     def _reset_slot(self, state: State, k: int) -> State:
+        """``state`` with every slot that model request ``k`` indexes initial again."""
         w = list(state)
         init = self.system.initial
-        for v in self.model_vars:
-            if v.dim == REQUEST:
-                w[v.offset + k] = init[v.offset + k]
-            elif v.dim == PAGE_BY_REQUEST:
-                for p in range(v.length // v.row):
-                    w[v.offset + p * v.row + k] = init[v.offset + p * v.row + k]
+        for i in self._own_slots(REQUEST, k):
+            w[i] = init[i]
         return tuple(w)
 
     def _try_retire(self, live: str) -> bool:
@@ -621,23 +628,41 @@ class Conformance:
 
     def describe(self, state: State, focus: int | None = None) -> list[str]:
         """The model variables of ``state`` in the log's names: every variable of request
-        ``focus``, the values of other requests and of pages that are not initial."""
+        ``focus``, the values of other requests and of pages that are not initial (2-D
+        rows too: ``failed[B, 1]``)."""
         out = []
         init = self.system.initial
         for v in self.model_vars:
             if v.dim == SCALAR:
                 out.append(f"{v.name} = {self._value(v.type, state[v.offset])}")
-            elif v.dim == REQUEST:
-                for k, name in sorted(self.req_name.items()):
-                    i = v.offset + k
-                    if k == focus or state[i] != init[i]:
-                        out.append(f"{v.name}[{name}] = {self._value(v.type, state[i])}")
-            elif v.dim == PAGE:
-                for q, key in sorted(self.page_key.items()):
-                    if state[v.offset + q] != init[v.offset + q]:
-                        out.append(f"{v.name}[page {page_text(key)}] = "
-                                   f"{self._value(v.type, state[v.offset + q])}")
+                continue
+            for j in range(v.length):
+                i = v.offset + j
+                coords = v.coords(j) if v.two_d else (j,)
+                mine = REQUEST in v.axes and coords[v.axes.index(REQUEST)] == focus
+                if not mine and state[i] == init[i]:
+                    continue
+                label = self._slot_label(v.name, v.axes, coords)
+                if label is not None:
+                    out.append(f"{label} = {self._value(v.type, state[i])}")
         return out
+
+    def _slot_label(self, name: str, axes: tuple[str, ...], coords: tuple[int, ...]) -> str | None:
+        """``name[B, page 7]`` in the log's names (None: an id the log has not named)."""
+        parts = []
+        for axis, c in zip(axes, coords):
+            if axis == REQUEST:
+                if c not in self.req_name:
+                    return None
+                parts.append(self.req_name[c])
+            elif axis == PAGE:
+                key = self.page_key.get(c)
+                if key is None:
+                    return None
+                parts.append(f"page {page_text(key)}")
+            else:
+                parts.append(str(c))
+        return f"{name}[{', '.join(parts)}]"
 
     def _label(self, inst: ActionInstance) -> str:
         parts = [self._value(t, a) for (_, t), a in zip(inst.action.params, inst.args)]

@@ -78,3 +78,43 @@ def test_a_clause_about_one_requests_rank_is_checked_for_every_request(
     assert "rank_fails(r0, ranks 0) breaks it" in report.problems[0]
     assert report.cti is not None
     assert report.orbit_instances == SIZES["requests"]
+
+
+SQUARE = '''
+from kvspec import Model, Ranks, Request, Requests, Pages, action, require
+
+
+class Square(Model):
+    properties = ()
+    requests = Requests(3)
+    pages = Pages(1)
+    ranks = Ranks(2)
+    link = ranks.by(ranks).var(bool, init=False)
+    done = requests.var(bool, init=False)
+
+    @action
+    def connect(s, a: ranks.id, b: ranks.id):
+        require(not s.link[a, b])
+        s.link[a, b] = True
+
+    @action
+    def fin(s, r: Request):
+        require(s.link[0, 1] and not s.done[r])
+        s.done[r] = True
+'''
+
+
+def test_an_array_indexed_twice_by_an_index_space_is_not_renamed(tmp_path) -> None:
+    """``ranks.by(ranks)`` names no request or page: it stays, and the orbit check
+    applies (it refused such models before)."""
+    path = tmp_path / "square.py"
+    path.write_text(SQUARE)
+    system = system_of(path)
+    cur = {str(v): v for v in system.state_vars()}
+    holds = z3.Or(z3.Not(cur["done[r0]"]), cur["link[0,1]"])
+    report = check_orbits(system, [holds], ["done only after link"], [], (True, False))
+    assert report.ok, report.problems
+    assert report.orbit_instances == 3
+    broken = check_orbits(system, [z3.Not(cur["done[r2]"])], ["never done"], [],
+                          (True, False))
+    assert not broken.ok and "fin(r0) breaks it" in broken.problems[0]

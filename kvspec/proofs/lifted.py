@@ -42,7 +42,7 @@ from kvspec.lang.system import Property, System
 from kvspec.proofs.parametric.generalise import (
     NotLiftable,
     QClause,
-    _Lifter,
+    Lifter,
     pieces,
     quantify,
     slot_map,
@@ -74,7 +74,7 @@ class LiftedCheck:
     seconds: float = 0.0
 
 
-class _ExactLifter(_Lifter):
+class _ExactLifter(Lifter):
     """The lifting of :mod:`~kvspec.proofs.parametric.generalise`, refusing the one
     reading that is not exact: an integer other than an id at this size or ``-1``
     compared with an id (it would read as ``None`` or as one more id)."""

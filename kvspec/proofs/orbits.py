@@ -129,8 +129,8 @@ class Renaming:
         self.value_dim: dict[int, str] = {}
         for v in system.schema.vars:
             axes = v.axes
-            if len(set(axes)) != len(axes):
-                raise NotSymmetric(f"{v.name} is indexed twice by the same id space")
+            if any(axes.count(a) > 1 for a in axes if a in DIMS):
+                raise NotSymmetric(f"{v.name} is indexed twice by the {axes[0]} ids")
             strides = v.strides if v.two_d else (1,)
             for k in range(v.length):
                 coords = v.coords(k) if v.two_d else (k,) if axes else ()

@@ -89,7 +89,10 @@ def slot_sorts(slots: dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]]
     return {name: "Bool" if v.type.kind == "bool" else "Int" for name, (v, _) in slots.items()}
 
 
-class _Lifter:
+class Lifter:
+    """Lifts one size-specific instance (module docstring); ``ids`` and ``order``: the
+    variables it made for the ids it met, in order."""
+
     def __init__(self, sorts: Sorts, symbols: dict[str, Any],
                  slots: dict[str, tuple[VarInfo, tuple[tuple[str, int], ...]]],
                  counts: dict[str, int] | None = None,
@@ -383,7 +386,7 @@ def generalise(system: System, sorts: Sorts, symbols: dict[str, Any],
         try:
             lifted = []
             for piece in pieces(formula):
-                lifter = _Lifter(sorts, symbols, slots, counts, known, readings)
+                lifter = Lifter(sorts, symbols, slots, counts, known, readings)
                 body = lifter.lift(piece)
                 if not z3.is_bool(body):
                     raise NotLiftable("not a Boolean clause")

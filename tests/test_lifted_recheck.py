@@ -256,3 +256,140 @@ def test_a_certificate_not_symmetric_in_pages_is_left_to_the_orbit_check() -> No
     assert report.ok
     assert report.lifted is not None and not report.lifted.proved
     assert "and the certificate does not rename pages" in report.lifted.why_not
+
+
+# -- the review's forgeries: each passed the lifted route once ------------------------------
+
+def _free_count(cur: dict[str, z3.ExprRef], pages: int) -> z3.ArithRef:
+    return z3.Sum([z3.If(cur[f"owner[{p}]"] == -1, 1, 0) for p in range(pages)])
+
+
+@pytest.mark.parametrize("after", [True, False])
+def test_an_id_named_around_a_count_keeps_one_variable(
+        small: System, representatives: tuple[list[z3.BoolRef], list[str]],
+        after: bool) -> None:
+    """``owner[2] == r0 or (at most one free page) or inflight[2] == r0``: false in
+    the initial state (every page is free). The count's own variable once replaced
+    page 2's, so page 2 became two variables required distinct and the clause was read
+    as always true (or, without the second mention, the lifting crashed)."""
+    formulas, labels = representatives
+    cur = _cur(small)
+    # page 2 named before the count (owner[2] is one of the count's slots too, so
+    # without a second mention it is inflight[2] that names it)
+    first = cur["owner[2]"] if after else cur["inflight[2]"]
+    parts = [first == 0, _free_count(cur, SMALL["pages"]) <= 1]
+    if after:
+        parts.append(cur["inflight[2]"] == 0)
+    report = check_orbits(small, formulas + [z3.Or(*parts)], labels + ["extra"],
+                          list(small.properties), BOTH, lifted_from=0)
+    assert not report.ok
+    assert "the initial state violates clause" in report.problems[0]
+    assert report.lifted is not None and not report.lifted.proved
+
+
+CAPTURE = '''
+from kvspec import Model, Pages, Request, Requests, action, invariant, require, var
+
+
+class Capture(Model):
+    requests = Requests(3)
+    pages = Pages(2)
+    r0 = var(requests.optional, init=None)   # the leader, named like a request
+    done = requests.var(bool, init=False)
+
+    @action
+    def elect(s, r: Request):
+        require(s.r0 is None)
+        s.r0 = r
+
+    @action
+    def finish(s, r: Request):
+        s.done[r] = True
+
+    @invariant
+    def trivially(s):
+        return True
+'''
+
+
+def test_a_model_variable_named_like_a_request_is_not_bound_by_the_quantifier(
+        tmp_path: Path) -> None:
+    """``leader == r0 or not done[r1]`` is broken by finish(r1); the lifting's variable
+    for request 0 once had the name ``r0`` and bound the model's ``r0`` with it."""
+    path = tmp_path / "capture.py"
+    path.write_text(CAPTURE)
+    system = system_of(path, {"requests": 3, "pages": 2})
+    cur = _cur(system)
+    clause = z3.Or(cur["r0"] == 0, z3.Not(cur["done[r1]"]))
+    report = check_orbits(system, [clause], ["leader is r0 or r1 not done"], [], BOTH,
+                          lifted_from=0)
+    assert not report.ok and "breaks it" in report.problems[0]
+    assert report.lifted is not None and not report.lifted.proved
+
+
+NIL_NAME = '''
+from kvspec import Model, Pages, Request, Requests, action, invariant, require, var
+
+
+class NilName(Model):
+    requests = Requests(2)
+    pages = Pages(1)
+    none_request = var(requests.optional, init=None)   # the picked request
+    tripped = var(bool, init=False)
+
+    @action
+    def pick(s, r: Request):
+        s.none_request = r
+
+    @action
+    def trip(s):
+        require(s.none_request is not None)
+        s.tripped = True
+
+    @invariant
+    def never_tripped(s):
+        return not s.tripped
+'''
+
+
+def test_a_variable_named_like_the_readings_none_has_no_reading_for_every_size(
+        tmp_path: Path) -> None:
+    """``none_request`` was the reading's None request itself: always None, so
+    ``trip`` never ran and a violated property was PROVED, through a size-specific
+    certificate's lifted route and through an all-sizes certificate."""
+    from kvspec.proofs.parametric.model import parametric_model
+    from kvspec.proofs.parametric.values import Unsupported
+
+    path = tmp_path / "nilname.py"
+    path.write_text(NIL_NAME)
+    system = system_of(path, {"requests": 2, "pages": 1})
+    with pytest.raises(Unsupported, match="'none_request' names the None request"):
+        parametric_model(system)
+    cur = _cur(system)
+    report = check_orbits(system, [z3.Not(cur["tripped"])], ["not tripped"],
+                          list(system.properties), (True, False), lifted_from=0)
+    assert not report.ok
+    assert report.lifted is not None and not report.lifted.proved
+    assert "no reading for every size" in report.lifted.why_not
+    run = run_cli("verify", str(path), "--engine", "bmc", "--size", "requests=2,pages=1")
+    assert run.code == 1
+
+
+def test_a_lifting_that_reads_a_clause_wrongly_is_caught_at_its_own_ids(
+        small: System, representatives: tuple[list[z3.BoolRef], list[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the lifter does, each lifted clause instantiated at its representative's
+    ids is compared with the representative: a lifting that reads every literal id as
+    None is refused there, before any induction query."""
+    from kvspec.proofs import lifted
+
+    def as_none(self: Any, t: Any, dim: str) -> z3.ExprRef:
+        return t if self.is_ref(t) else self.sorts.nil[dim]
+
+    monkeypatch.setattr(lifted._ExactLifter, "as_ref", as_none)
+    formulas, labels = representatives
+    report = check_orbits(small, formulas, labels, list(small.properties), BOTH,
+                          lifted_from=0)
+    assert report.ok  # the orbit check decided
+    assert report.lifted is not None and not report.lifted.proved
+    assert "its quantified reading differs from it at its own ids" in report.lifted.why_not

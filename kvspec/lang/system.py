@@ -134,6 +134,8 @@ class System:
     _batches: list[Any] | None = None
     _inv_errors: tuple[Any, list[tuple[z3.BoolRef, str]]] | None = None
     inflight_bound: int = library.INFLIGHT_BOUND
+    #: suffix -> the state's Z3 constants (made once: tens of thousands at large sizes)
+    _state_vars: dict[str, list[z3.ExprRef]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -210,13 +212,23 @@ class System:
         return self._sym
 
     def state_vars(self, suffix: str = "") -> list[z3.ExprRef]:
-        """One Z3 constant per state slot, named ``var[i]`` + suffix."""
-        out = []
-        for v in self.schema.vars:
-            for i in range(v.length):
-                name = v.label(None if v.dim == SCALAR else v.logical(i))
-                out.append(z3_var(name + suffix, v.type))
-        return out
+        """One Z3 constant per state slot, named ``var[i]`` + suffix (a new list of the
+        same constants at every call)."""
+        made = self._state_vars.get(suffix)
+        if made is None:
+            made = self._state_vars[suffix] = [
+                z3_var(name + suffix, v.type)
+                for v, name in zip(self.slot_vars(), self.slot_names())]
+        return list(made)
+
+    def slot_names(self) -> list[str]:
+        """The name of each state slot (``phase[r0]``, ``page_inflight_by[2,r1]``)."""
+        return [v.label(None if v.dim == SCALAR else v.logical(i))
+                for v in self.schema.vars for i in range(v.length)]
+
+    def slot_vars(self) -> list[VarInfo]:
+        """The variable each state slot belongs to."""
+        return [v for v in self.schema.vars for _ in range(v.length)]
 
     def slot_types(self) -> list[ValueType]:
         return [v.type for v in self.schema.vars for _ in range(v.length)]

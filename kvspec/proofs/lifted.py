@@ -16,7 +16,14 @@ instances at size ``N`` are exactly the instances of ``c`` — when
   says the same at every size), and every such id is of a space the certificate is
   symmetric in;
 * every integer compared with an id is an id at size ``N`` or ``-1`` (``None``);
-* nothing is read as a ghost count (no new state).
+* nothing is read as a ghost count (no new state);
+* no id becomes two variables, and — checked, not trusted — each lifted clause
+  instantiated at its representative's ids is equivalent to the representative
+  (:class:`_Identity`: one small query per clause).
+
+The lifting's variables (``r#0``) and the reading's constants cannot be a model's
+(:func:`kvspec.proofs.parametric.model.parametric_model` refuses a state variable
+named like one of them).
 
 The lifted clauses ``Q`` then satisfy ``Q[N] = I_N`` (as sets of instances), and
 checking ``Q`` for every number of requests and pages
@@ -27,10 +34,12 @@ size, where the orbit-by-orbit check grows with the instances an action touches.
 
 When a representative does not lift exactly, the model has no parametric reading,
 or ``Q`` is not inductive for every size (a clause that holds at ``N`` only because
-of the pool's size), nothing is concluded: the orbit check decides, as before.
+of the pool's size), nothing is concluded: the orbit check decides, as before (a
+lifting that raises is such a case too).
 """
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -101,6 +110,7 @@ def lift_exactly(system: System, model: Any, orbits: Orbits) -> list[QClause]:
     slots = slot_map(system)
     known = slot_sorts(slots)
     counts = system.schema.counts
+    identity = _Identity(system, model, slots)
     out: list[QClause] = []
     for c in orbits.clauses:
         named = {d: set(ids) for d, ids in c.named.items()}
@@ -110,8 +120,9 @@ def lift_exactly(system: System, model: Any, orbits: Orbits) -> list[QClause]:
                 body = lifter.lift(piece)
             except NotLiftable as exc:
                 raise NotLiftable(f"clause {c.index + 1} ({c.label}): {exc}") from None
-            except z3.Z3Exception as exc:  # ids of two spaces compared, say
-                raise NotLiftable(f"clause {c.index + 1} ({c.label}): {exc}") from None
+            except Exception as exc:  # noqa: BLE001 - the orbit check decides instead
+                raise NotLiftable(f"clause {c.index + 1} ({c.label}) has no reading for "
+                                  f"every size ({type(exc).__name__}: {exc})") from None
             if not z3.is_bool(body):
                 raise NotLiftable(f"clause {c.index + 1} ({c.label}) is not a Boolean clause")
             for dim, k in lifter.order:
@@ -124,9 +135,124 @@ def lift_exactly(system: System, model: Any, orbits: Orbits) -> list[QClause]:
             if len(lifter.order) > MAX_VARIABLES:
                 raise NotLiftable(f"clause {c.index + 1} ({c.label}) names more than "
                                   f"{MAX_VARIABLES} ids")
+            if len(set(lifter.order)) != len(lifter.order):
+                raise NotLiftable(f"clause {c.index + 1} ({c.label}) reads one id as two")
             xs = [lifter.ids[k] for k in lifter.order]
-            out.append(QClause(quantify(model.sorts, xs, body), c.label))
+            q = quantify(model.sorts, xs, body)
+            why = identity.differs(piece, q, lifter.order)
+            if why:
+                raise NotLiftable(f"clause {c.index + 1} ({c.label}): {why}")
+            out.append(QClause(q, c.label))
     return out
+
+
+class _Identity:
+    """The parametric reading at this size, tied to the size-specific slots: id ``k`` of
+    each space is an element ``e_k`` (distinct, none of them ``None``, and together with
+    ``None`` every element), and each parametric term at those elements equals its slot
+    (an id-valued slot's integer decoded: ``-1`` to ``None``, ``k`` to ``e_k``). A lifted
+    clause instantiated at the ids its representative singles out must then be
+    equivalent to the representative: one small query that does not trust the lifting
+    (a clause read vacuously, a model constant bound by the quantifier)."""
+
+    #: seconds per equivalence query (running out: not exact)
+    TIMEOUT_S = 2.0
+    #: the most instances a quantifier is expanded to (more: not compared, not exact)
+    EXPAND = 1_000
+
+    def __init__(self, system: System, model: Any, slots: dict[str, Any]) -> None:
+        self.model = model
+        self.slots = slots
+        self.counts = system.schema.counts
+        self.cur = dict(zip(system.slot_names(), system.state_vars()))
+        self.known = {n: ("Bool" if z3.is_bool(c) else "Int") for n, c in self.cur.items()}
+        sorts = model.sorts
+        self.elements: dict[str, list[z3.ExprRef]] = {}
+        self.decode: dict[str, z3.FuncDeclRef] = {}
+        #: every element of each sort: None and the e_k (a quantifier left after
+        #: instantiation, from a count over every id, is expanded over them)
+        self.every: dict[z3.SortRef, list[z3.ExprRef]] = {}
+        self.solver = z3.Solver()
+        self.solver.set("timeout", int(self.TIMEOUT_S * 1000))
+        for dim, sort in sorts.sort.items():
+            n = self.counts.get(dim, 0)
+            es = [z3.Const(f"{dim}#e{k}", sort) for k in range(n)]
+            nil = sorts.nil[dim]
+            dec = z3.Function(f"{dim}#decode", z3.IntSort(), sort)
+            self.elements[dim], self.decode[dim] = es, dec
+            self.every[sort] = [nil, *es]
+            self.solver.add(z3.Distinct(*es, nil) if es else z3.BoolVal(True),
+                            dec(-1) == nil, *[dec(k) == e for k, e in enumerate(es)])
+
+    def _link(self, name: str) -> z3.BoolRef:
+        v, ids = self.slots[name]
+        sym = self.model.symbols[v.name]
+        term = sym(*[self.elements[d][k] for d, k in ids]) if ids else sym
+        slot = self.cur[name]
+        t = v.type
+        if t.kind == "ref":
+            dim = t.ref_dim
+            return z3.And(slot >= -1, slot < self.counts.get(dim, 0),
+                          term == self.decode[dim](slot))
+        if t.kind == "bool":
+            return term == slot
+        dom = t.domain()
+        return z3.And(term == slot, slot >= min(dom), slot <= max(dom))
+
+    def _expand(self, t: z3.ExprRef, memo: dict[int, z3.ExprRef]) -> z3.ExprRef:
+        """``t`` with each quantifier replaced by the conjunction (disjunction) of its
+        instances over every element of its sorts: quantifier-free, so the query is
+        decided at once."""
+        key = t.get_id()
+        if key in memo:
+            return memo[key]
+        if z3.is_quantifier(t):
+            choices = [self.every.get(t.var_sort(i), []) for i in range(t.num_vars())]
+            if math.prod(len(c) for c in choices) > self.EXPAND:
+                raise _TooMany
+            body = t.body()
+            insts = [self._expand(z3.substitute_vars(body, *reversed(pick)), memo)
+                     for pick in itertools.product(*choices)]
+            out: z3.ExprRef = z3.And(*insts) if t.is_forall() else z3.Or(*insts)
+        elif z3.is_app(t) and t.num_args():
+            kids = [self._expand(k, memo) for k in t.children()]
+            same = all(a.eq(b) for a, b in zip(kids, t.children()))
+            out = t if same else t.decl()(*kids)
+        else:
+            out = t
+        memo[key] = out
+        return out
+
+    def differs(self, piece: z3.BoolRef, q: z3.BoolRef, order: list[tuple[str, int]]) -> str:
+        """Why ``q`` at the ids ``order`` is not equivalent to ``piece`` ('' when it is)."""
+        from kvspec.proofs.clauses import term_constants
+
+        names, _ = term_constants(piece, self.known)
+        if z3.is_quantifier(q):
+            at = [self.elements[d][k] for d, k in order]
+            inst = z3.substitute_vars(q.body(), *reversed(at))
+        else:
+            inst = q
+        try:
+            inst = self._expand(inst, {})
+        except _TooMany:
+            return "its quantified reading has too many instances to compare at this size"
+        s = self.solver
+        s.push()
+        try:
+            s.add(*[self._link(n) for n in sorted(names)])
+            s.add(inst != piece)
+            res = s.check()
+        finally:
+            s.pop()
+        if res == z3.unsat:
+            return ""
+        return ("its quantified reading differs from it at its own ids" if res == z3.sat
+                else "whether its quantified reading is the same could not be decided")
+
+
+class _TooMany(Exception):
+    """A quantifier with more instances than :data:`_Identity.EXPAND` at this size."""
 
 
 def check_lifted(system: System, orbits: Orbits, properties: list[Property], *,

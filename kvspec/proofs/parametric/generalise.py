@@ -18,6 +18,8 @@ only candidates, checked from scratch by :mod:`kvspec.proofs.parametric.inductio
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,9 +114,25 @@ class Lifter:
         key = (dim, k)
         if key not in self.ids:
             n = sum(1 for d, _ in self.order if d == dim)
-            self.ids[key] = z3.Const(f"{dim[0]}{n}", self.sorts.sort[dim])
+            # '#' keeps the name apart from every model variable (identifiers), which
+            # the quantifier would otherwise capture
+            self.ids[key] = z3.Const(f"{dim[0]}#{n}", self.sorts.sort[dim])
             self.order.append(key)
         return self.ids[key]
+
+    @contextmanager
+    def _bound(self, key: tuple[str, int], var: z3.ExprRef) -> Iterator[None]:
+        """Id ``key`` read as ``var`` (a count's own variable) inside the block; the
+        variable it had before (the same id named outside the count) afterwards."""
+        before = self.ids.get(key)
+        self.ids[key] = var
+        try:
+            yield
+        finally:
+            if before is None:
+                del self.ids[key]
+            else:
+                self.ids[key] = before
 
     def is_ref(self, t: Any) -> bool:
         return isinstance(t, z3.ExprRef) and self.sorts.dim_of_sort(t.sort()) is not None
@@ -230,14 +248,11 @@ class Lifter:
         if any(d != dim for d, _ in keys) or sorted(n for _, n in keys) != \
                 list(range(self.counts.get(dim, -1))):
             raise NotLiftable("a count that is not over every id of one space")
-        ys = [z3.Const(f"{dim[0]}c{j}", self.sorts.sort[dim]) for j in range(k + 1)]
+        ys = [z3.Const(f"{dim[0]}#c{j}", self.sorts.sort[dim]) for j in range(k + 1)]
         lifted = []
-        for (d, n), c in zip(keys, conds):
-            self.ids[(d, n)] = ys[0]
-            try:
+        for key, c in zip(keys, conds):
+            with self._bound(key, ys[0]):
                 lifted.append(self.lift(c))
-            finally:
-                del self.ids[(d, n)]
         if len({x.sexpr() for x in lifted}) != 1:
             raise NotLiftable("a count whose terms are not one condition on each id")
         phi = lifted[0]
@@ -274,14 +289,11 @@ class Lifter:
         ids = [self._slot_ids(x.arg(0)) for x in addends]
         common = set.intersection(*ids)
         keys = [next(iter(i - common)) for i in ids]
-        y = z3.Const(f"{dim[0]}count", self.sorts.sort[dim])
+        y = z3.Const(f"{dim[0]}#count", self.sorts.sort[dim])
         groups: dict[str, tuple[z3.BoolRef, list[int]]] = {}
         for key, x in zip(keys, addends):
-            self.ids[key] = y
-            try:
+            with self._bound(key, y):
                 phi = self.lift(x.arg(0))
-            finally:
-                del self.ids[key]
             groups.setdefault(phi.sexpr(), (phi, []))[1].append(key[1])
         vars_ = {v.get_id(): (d, v) for (d, _), v in self.ids.items()}
         terms = []

@@ -151,6 +151,7 @@ def parametric_model(system: System, *, bigger: System | None = None,
     vars_ = state.vars
     _check_sort_graph(system, vars_)
     sorts = Sorts.make()
+    _check_reserved_names(system, sorts, vars_)
     symbols = make_symbols(sorts, vars_)
     init = _initial(system, sorts, vars_)
     model = ParamModel(system, sorts, vars_, symbols, init, sizes=sizes,
@@ -418,6 +419,24 @@ def _check_no_size_functions(system: System) -> None:
                               f"the initial value of {d.name} is computed from the sizes and "
                               "may depend on the number of ids (give a constant init)")
     # a bound computed from the sizes is a symbol of its own (bounds.SizeSymbols)
+
+
+def _check_reserved_names(system: System, sorts: Sorts, vars_: list[VarInfo]) -> None:
+    """A state variable must not be named like a constant of the reading itself: z3
+    takes two constants of one name and sort for one, so a variable named
+    ``none_request`` would be the ``None`` request (and always None), one named ``p``
+    the page a ghost count ranges over."""
+    from kvspec.proofs.parametric.cardinality import PAGE_VAR, REQUEST_VAR
+
+    reserved = {str(nil): f"the None {dim}" for dim, nil in sorts.nil.items()}
+    reserved[PAGE_VAR] = "the page a count ranges over"
+    reserved[REQUEST_VAR] = "the request a count is of"
+    for v in vars_:
+        what = reserved.get(v.name)
+        if what is not None:
+            raise Unsupported(f"{v.file or system.loaded.file}:{v.line or 0}",
+                              f"the variable name {v.name!r} names {what} in the reading for "
+                              "every size; rename the variable")
 
 
 def _check_sort_graph(system: System, vars_: list[VarInfo]) -> None:

@@ -393,3 +393,19 @@ def test_a_lifting_that_reads_a_clause_wrongly_is_caught_at_its_own_ids(
     assert report.ok  # the orbit check decided
     assert report.lifted is not None and not report.lifted.proved
     assert "its quantified reading differs from it at its own ids" in report.lifted.why_not
+
+
+def test_a_clause_that_is_only_a_count_is_compared_without_a_crash(
+        small: System, representatives: tuple[list[z3.BoolRef], list[str]]) -> None:
+    """``no free page has landed`` names no id of its own: its lifting is the count's
+    quantifier itself, which the comparison at the representative's ids once stripped
+    (a crash, exit 70, on a valid certificate)."""
+    formulas, labels = representatives
+    cur = _cur(small)
+    landed_free = z3.Sum([z3.If(z3.And(cur[f"owner[{p}]"] == -1, cur[f"landed[{p}]"]), 1, 0)
+                          for p in range(SMALL["pages"])]) <= 0
+    args = (formulas + [landed_free], labels + ["no free page has landed"],
+            list(small.properties), BOTH)
+    report = check_orbits(small, *args, lifted_from=0)
+    assert report.lifted is not None
+    assert report.ok == check_orbits(small, *args).ok

@@ -117,6 +117,14 @@ class Machine:
         return fn(state, None, None)
 
 
+#: names Z3's SMT-LIB2 reader takes for its own (reserved words and core functions): a
+#: state variable of that name cannot be written into, or read back from, a certificate
+SMT_RESERVED = frozenset({
+    "_", "as", "let", "exists", "forall", "match", "par", "lambda", "true", "false",
+    "distinct", "xor", "and", "or", "not", "ite", "abs", "div", "mod", "to_int", "to_real",
+    "is_int"})
+
+
 @dataclass
 class System:
     loaded: LoadedModel
@@ -503,6 +511,10 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
         if v.name in library.MONITOR_VARS:
             raise ModelError(f"state variable {v.name!r} clashes with a property-monitor "
                              "variable; rename it", file, v.line)
+        if v.name in SMT_RESERVED:
+            raise ModelError(f"state variable {v.name!r} is a reserved word of SMT-LIB2, "
+                             "the language the solvers and certificates read; rename it",
+                             file, v.line)
         _check_var_axes(v, counts, file)
         try:
             vtype = resolve_type(v.type_spec, sizes, counts, f"variable {v.name}")

@@ -253,7 +253,7 @@ class _Search:
         self.en_template = [v == ts.steps[by_index[i]].enabled
                             for v, i in zip(en_vars, self.watched)]
         self.en_vars = en_vars
-        self.stuck_var = z3.Bool("mstuck")
+        self.stuck_var = z3.Bool("#stuck")  # no model name has a #
         self.en_template.append(self.stuck_var == z3.Not(mk_or([s.enabled for s in ts.steps])))
         self.solver_frames = -1
         self._add_frame(0)
@@ -262,7 +262,7 @@ class _Search:
         return [z3.Bool(f"men:{i}@{t}") for i in self.watched]
 
     def stuck(self, t: int) -> z3.BoolRef:
-        return z3.Bool(f"mstuck@{t}")
+        return z3.Bool(f"#stuck@{t}")
 
     def _add_frame(self, t: int) -> None:
         pairs = list(zip(self.ts.cur, self.ts.frame(t)))

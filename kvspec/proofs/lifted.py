@@ -139,7 +139,10 @@ def lift_exactly(system: System, model: Any, orbits: Orbits) -> list[QClause]:
                 raise NotLiftable(f"clause {c.index + 1} ({c.label}) reads one id as two")
             xs = [lifter.ids[k] for k in lifter.order]
             q = quantify(model.sorts, xs, body)
-            why = identity.differs(piece, q, lifter.order)
+            try:
+                why = identity.differs(piece, q, lifter.order)
+            except Exception as exc:  # noqa: BLE001 - the orbit check decides instead
+                why = f"its reading could not be compared ({type(exc).__name__}: {exc})"
             if why:
                 raise NotLiftable(f"clause {c.index + 1} ({c.label}): {why}")
             out.append(QClause(q, c.label))
@@ -228,7 +231,7 @@ class _Identity:
         from kvspec.proofs.clauses import term_constants
 
         names, _ = term_constants(piece, self.known)
-        if z3.is_quantifier(q):
+        if order:  # the clause's own quantifier (a bare count's is part of the reading)
             at = [self.elements[d][k] for d, k in order]
             inst = z3.substitute_vars(q.body(), *reversed(at))
         else:

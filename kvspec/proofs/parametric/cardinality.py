@@ -184,9 +184,13 @@ _DECL = re.compile(r"\(declare-fun \|(count\{p: [^|]*\})\| \(([A-Za-z]*)\) Int\)
 def ghosts_in(model: Any, smtlib2: str) -> list[GhostCount]:
     """The ghost counts an all-sizes invariant text declares."""
     out = []
+    seen: set[str] = set()
     for m in _DECL.finditer(smtlib2):
         if m.group(2) not in ("", str(model.sorts.sort[REQUEST])):
             raise CertificateError(f"the count {m.group(1)!r} is not per request")
+        if m.group(1) in seen:
+            raise CertificateError(f"the count {m.group(1)!r} is declared twice")
+        seen.add(m.group(1))
         out.append(ghost_from_name(model, m.group(1), bool(m.group(2))))
     return out
 

@@ -28,9 +28,10 @@ it as a parameter is enabled and no variable of another request or of a page ref
 it (configurations are then replaced by those dormant states; every slot the id
 indexes, 2-D rows included, is reset). A log page is mapped to a model page whose
 slots are all at their initial values and that no variable names; the mapping is
-dropped when that holds again in every configuration and a page id is needed. Both rely on the model treating ids symmetrically (as the checker's symmetry
-reduction does) and on dormant requests staying dormant (DONE is absorbing in the
-shipped models). A log event of a retired request is checked as a new request's.
+dropped when that holds again in every configuration and a page id is needed. Both
+rely on the model treating ids symmetrically (as the checker's symmetry reduction
+does) and on dormant requests staying dormant (DONE is absorbing in the shipped
+models). A log event of a retired request is checked as a new request's.
 
 **Speed.** The hot path calls the compiled step functions directly, with the call lists
 cached per (event kind, request, page); instances that share a request-only leading
@@ -638,7 +639,7 @@ class Conformance:
                 continue
             for j in range(v.length):
                 i = v.offset + j
-                coords = v.coords(j) if v.two_d else (j,)
+                coords = v.position(j)
                 mine = REQUEST in v.axes and coords[v.axes.index(REQUEST)] == focus
                 if not mine and state[i] == init[i]:
                     continue

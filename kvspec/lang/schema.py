@@ -53,6 +53,13 @@ class VarInfo:
             return index % self.shape[0], index // self.shape[0]
         return divmod(index, self.strides[0]) if self.strides[0] else (0, index)
 
+    def position(self, index: int) -> tuple[int, ...]:
+        """The id along each axis (``axes``) of slot offset ``index``: ``()`` for a
+        scalar, ``(i,)`` for a 1-D array, :meth:`coords` for a 2-D one."""
+        if self.two_d:
+            return self.coords(index)
+        return (index,) if self.axes else ()
+
     def logical(self, index: int) -> int:
         """The position of slot offset ``index`` in the row-by-row order of the array's
         elements (``[i, j]`` at ``i * n1 + j``): how traces and JSON states list it."""

@@ -225,18 +225,9 @@ class System:
         made = self._state_vars.get(suffix)
         if made is None:
             made = self._state_vars[suffix] = [
-                z3_var(name + suffix, v.type)
-                for v, name in zip(self.slot_vars(), self.slot_names())]
-        return list(made)
-
-    def slot_names(self) -> list[str]:
-        """The name of each state slot (``phase[r0]``, ``page_inflight_by[2,r1]``)."""
-        return [v.label(None if v.dim == SCALAR else v.logical(i))
+                z3_var(v.label(None if v.dim == SCALAR else v.logical(i)) + suffix, v.type)
                 for v in self.schema.vars for i in range(v.length)]
-
-    def slot_vars(self) -> list[VarInfo]:
-        """The variable each state slot belongs to."""
-        return [v for v in self.schema.vars for _ in range(v.length)]
+        return list(made)
 
     def slot_types(self) -> list[ValueType]:
         return [v.type for v in self.schema.vars for _ in range(v.length)]

@@ -59,7 +59,7 @@ from kvspec.proofs.parametric.generalise import (
 )
 
 if TYPE_CHECKING:
-    from kvspec.proofs.orbits import Orbits
+    from kvspec.proofs.orbits import Orbits, Renaming
 
 #: the fewest clause instances at which ``check-proof`` tries this route first: below
 #: it the orbit check is as fast (measured in benchmarks/RESULTS.md, ninth round)
@@ -80,7 +80,6 @@ class LiftedCheck:
     why_not: str = ""
     clauses: int = 0  # quantified clauses checked
     queries: int = 0
-    seconds: float = 0.0
 
 
 class _ExactLifter(Lifter):
@@ -110,7 +109,7 @@ def lift_exactly(system: System, model: Any, orbits: Orbits) -> list[QClause]:
     slots = slot_map(system)
     known = slot_sorts(slots)
     counts = system.schema.counts
-    identity = _Identity(system, model, slots)
+    identity = _Identity(system, model, slots, orbits.ren)
     out: list[QClause] = []
     for c in orbits.clauses:
         named = {d: set(ids) for d, ids in c.named.items()}
@@ -163,12 +162,12 @@ class _Identity:
     #: the most instances a quantifier is expanded to (more: not compared, not exact)
     EXPAND = 1_000
 
-    def __init__(self, system: System, model: Any, slots: dict[str, Any]) -> None:
+    def __init__(self, system: System, model: Any, slots: dict[str, Any],
+                 ren: Renaming) -> None:
         self.model = model
         self.slots = slots
         self.counts = system.schema.counts
-        self.cur = dict(zip(system.slot_names(), system.state_vars()))
-        self.known = {n: ("Bool" if z3.is_bool(c) else "Int") for n, c in self.cur.items()}
+        self.ren = ren  # the certificate's slots: their constants, names and sorts
         sorts = model.sorts
         self.elements: dict[str, list[z3.ExprRef]] = {}
         self.decode: dict[str, z3.FuncDeclRef] = {}
@@ -191,7 +190,7 @@ class _Identity:
         v, ids = self.slots[name]
         sym = self.model.symbols[v.name]
         term = sym(*[self.elements[d][k] for d, k in ids]) if ids else sym
-        slot = self.cur[name]
+        slot = self.ren.cur[self.ren.slot_of[name]]
         t = v.type
         if t.kind == "ref":
             dim = t.ref_dim
@@ -230,7 +229,7 @@ class _Identity:
         """Why ``q`` at the ids ``order`` is not equivalent to ``piece`` ('' when it is)."""
         from kvspec.proofs.clauses import term_constants
 
-        names, _ = term_constants(piece, self.known)
+        names, _ = term_constants(piece, self.ren.known)
         if order:  # the clause's own quantifier (a bare count's is part of the reading)
             at = [self.elements[d][k] for d, k in order]
             inst = z3.substitute_vars(q.body(), *reversed(at))
@@ -269,7 +268,7 @@ def check_lifted(system: System, orbits: Orbits, properties: list[Property], *,
     start = time.monotonic()
 
     def done(why: str, **kw: Any) -> LiftedCheck:
-        return LiftedCheck(not why, why, seconds=time.monotonic() - start, **kw)
+        return LiftedCheck(not why, why, **kw)
 
     try:
         model = parametric_model(system)

@@ -133,7 +133,7 @@ class Renaming:
                 raise NotSymmetric(f"{v.name} is indexed twice by the {axes[0]} ids")
             strides = v.strides if v.two_d else (1,)
             for k in range(v.length):
-                coords = v.coords(k) if v.two_d else (k,) if axes else ()
+                coords = v.position(k)
                 parts = tuple(zip(axes, coords, strides))
                 ids = {a: c for a, c in zip(axes, coords) if a in DIMS}
                 self.where.append((v.offset, parts, ids))
@@ -477,10 +477,11 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     if moved:
         raise NotSymmetric(moved)
     orbits = Orbits(ren, formulas, labels)
-    if lifted_from is not None and orbit_instances(orbits) >= lifted_from:
+    instances = orbit_instances(orbits)
+    if lifted_from is not None and instances >= lifted_from:
         report.lifted = check_lifted(system, orbits, properties, timeout=timeout)
         if report.lifted.proved:
-            report.orbit_instances = orbit_instances(orbits)
+            report.orbit_instances = instances
             report.instances = len(system.instances)
             report.queries = report.lifted.queries
             report.passed.append(

@@ -6,6 +6,7 @@ check alone.
 
     python benchmarks/orbit_bench.py                       # patched at (8,64) and (16,256)
     python benchmarks/orbit_bench.py patched.py 4,16 8,64  # a model and sizes of your choice
+    python benchmarks/orbit_bench.py lowest_free.py 4,16 8,64  # prealloc at every page
 """
 from __future__ import annotations
 
@@ -42,15 +43,25 @@ def bench(model: str, requests: int, pages: int) -> None:
                 fresh = compile_model(loaded, {"requests": requests, "pages": pages})
                 t1 = time.process_time()
                 check = check_certificate(certs[0], fresh)
-                lifted = any(n.startswith("checked through its reading") for n in check.notes)
                 recheck = (f"{time.process_time() - t1:.1f} ({'ok' if check.ok else 'REJECTED'}"
-                           f", {'every size' if lifted else 'orbits'})")
+                           f", {_route(check.notes)})")
                 alone = _orbits_alone(certs[0], fresh)
     route = out.stats.extra.get("pdr", {}).get("inference", {}).get("orbit_route", {})
     print(f"| {model} | {requests},{pages} | {'/'.join(statuses)} | {proof_s:.1f} | "
           f"{route.get('instances', '—')} | {route.get('queries', '—')} | {recheck} | "
           f"{alone} |",
           flush=True)
+
+
+def _route(notes: list[str]) -> str:
+    """Which route of ``check-proof`` decided, from its notes."""
+    if any(n.startswith("checked through its reading") for n in notes):
+        return "every size"
+    if any(n.startswith("checked with every renaming") for n in notes):
+        return "orbits, pages renamed too"
+    if any("checked at every" in n for n in notes):
+        return "orbits, some actions unrenamed"
+    return "orbits"
 
 
 def _orbits_alone(cert: Path, system: Any) -> str:

@@ -296,6 +296,10 @@ def test_readable_labels_are_not_the_authority(patched: System, tmp_path: Path) 
     ("(= (div |need[r0]| |need[r1]|) 0)", "division is supported only by a nonzero"),
     ("(= (select ((as const (Array Int Int)) 0) |need[r0]|) 0)", "Array"),
     ("(= (to_int 1.5) 1)", "unsupported operation 'to_int'"),
+    # the checks walk terms recursively: a clause nested thousands deep is refused
+    # with its depth, not a crash
+    pytest.param("(and true " * 3000 + "(not |landed[0]|)" + ")" * 3000, "nested 3002 deep",
+                 id="nested-3000-deep"),
 ])
 def test_a_clause_the_checker_cannot_read_is_rejected(patched: System, tmp_path: Path,
                                                       clause: str, reason: str) -> None:

@@ -44,6 +44,8 @@ class OrbitProof:
     labels: list[str]
     proved: list[str]
     notes: dict[str, Any] = field(default_factory=dict)
+    #: the id spaces the representatives are renamed over (requests, pages)
+    dims: tuple[bool, bool] = (False, False)
 
 
 def representatives_of(system: System, templates: list[Template], chosen: list[int],
@@ -148,14 +150,18 @@ def _state_to_exclude(report: OrbitReport, goals: dict[str, str]
 def orbit_houdini(system: System, formulas: list[z3.BoolRef], labels: list[str],
                   properties: list[Property], goals: dict[str, str],
                   symmetric: tuple[bool, bool], deadline: Any,
-                  proposals: OrbitProposals | None = None) -> OrbitProof | None:
+                  proposals: OrbitProposals | None = None,
+                  notes: dict[str, Any] | None = None) -> OrbitProof | None:
     """Drop representatives broken by counterexamples to induction until the rest is
     inductive; with ``proposals``, first add new clauses that exclude the
     counterexample. ``goals``: property name -> the label of its own clause. None when
-    the route does not apply or ends without an invariant."""
+    the route does not apply (``notes["not_applicable"]`` says why) or ends without an
+    invariant. ``notes``: the dict to record the route's notes in."""
     formulas, labels = list(formulas), list(labels)
     wanted = list(properties)
-    notes: dict[str, Any] = {"rounds": 0, "dropped": 0, "queries": 0, "proposed": 0}
+    if notes is None:
+        notes = {}
+    notes.update({"rounds": 0, "dropped": 0, "queries": 0, "proposed": 0})
     while wanted and not deadline.expired():
         notes["rounds"] += 1
         try:

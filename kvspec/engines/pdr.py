@@ -72,7 +72,7 @@ from kvspec.lang.errors import ModelError
 from kvspec.lang.symmetry import analyse_symmetry
 from kvspec.lang.system import Property, System, compiled_again, settable_sizes
 from kvspec.proofs.certificate import Invariant, verify_invariant, write_certificate
-from kvspec.proofs.orbits import representatives_view
+from kvspec.proofs.orbits import representatives_view, wider_symmetry
 from kvspec.proofs.smt_check import deep_terms
 from kvspec.trace import InternalError
 from kvspec.verdict import EngineOutcome, Stats, Status, Verdict
@@ -216,14 +216,37 @@ def infer(system: System, ts: TransitionSystem, symmetric: tuple[bool, bool],
     return Inferred(selection, strengthener, templates, notes)
 
 
+def orbit_symmetry(system: System, symmetric: tuple[bool, bool], enabled: bool
+                   ) -> tuple[bool, bool]:
+    """The id spaces the orbit route renames: those the model treats interchangeably
+    (``symmetric``), and those it does in every action but some (their instances are
+    then checked one by one: :func:`kvspec.proofs.orbits.unrenamed_actions`)."""
+    if not enabled:
+        return symmetric
+    return wider_symmetry(system, symmetric) or symmetric
+
+
 def orbit_route(system: System, small: SmallSelection, symmetric: tuple[bool, bool],
-                pending: list[Property], deadline: Deadline, *, partial: bool = False
-                ) -> OrbitProof | None:
+                pending: list[Property], deadline: Deadline, *, partial: bool = False,
+                wider: tuple[bool, bool] | None = None) -> OrbitProof | None:
     """The small size's clauses at ``system``'s size, checked one orbit at a time
     (:mod:`kvspec.engines.orbit_route`); None when that does not prove every one of
     ``pending`` (the other routes then start afresh) — with ``partial``, None only
-    when it proves none of them."""
-    if not small.ok or not small.seed or not any(symmetric):
+    when it proves none of them. ``wider``: the id spaces to rename first
+    (:func:`orbit_symmetry`); ``symmetric`` when a clause cannot be renamed over them.
+    The proof's ``dims`` say which were renamed."""
+    for dims in dict.fromkeys([d for d in (wider, symmetric) if d is not None and any(d)]):
+        notes: dict[str, Any] = {}
+        proof = _orbit_route(system, small, dims, pending, deadline, partial, notes)
+        if proof is not None or "not_applicable" not in notes:
+            return proof
+    return None
+
+
+def _orbit_route(system: System, small: SmallSelection, symmetric: tuple[bool, bool],
+                 pending: list[Property], deadline: Deadline, partial: bool,
+                 notes: dict[str, Any]) -> OrbitProof | None:
+    if not small.ok or not small.seed:
         return None
     if partial:
         refuted = set(small.notes.get("violated_at_small_size", ()))
@@ -239,9 +262,10 @@ def orbit_route(system: System, small: SmallSelection, symmetric: tuple[bool, bo
         system, small.sample, small.templates,
         {label: small.templates[k] for label, k in zip(labels, origin)}, symmetric)
     proof = orbit_houdini(system, formulas, labels, pending, own, symmetric, deadline,
-                          proposals)
+                          proposals, notes)
     if proof is None or not proof.proved:
         return None
+    proof.dims = symmetric
     if not partial and set(proof.proved) != {p.name for p in pending}:
         return None
     # which clauses each property needs: those the small size's selection added for
@@ -276,7 +300,8 @@ def prove_by_orbits(system: System, names: list[str], *, deadline: Deadline, sym
     with time_limit(deadline, "symmetry analysis"):
         report = analyse_symmetry(system, enabled=symmetry)
     symmetric = (report.requests, report.pages) if symmetry else (False, False)
-    if not any(symmetric):
+    renamed = orbit_symmetry(system, symmetric, symmetry)
+    if not any(renamed):
         return verdicts, {"not_applicable": "no symmetry"}, None
     if is_small(system):
         return verdicts, {"not_applicable": "already the small size"}, None
@@ -286,11 +311,12 @@ def prove_by_orbits(system: System, names: list[str], *, deadline: Deadline, sym
     with time_limit(deadline, "invariant inference"), deep_terms():
         small = select_small(system, symmetric, deadline, [p.name for p in pending],
                              max_states=max_states)
-        orbit = orbit_route(system, small, symmetric, pending, deadline, partial=True)
+        orbit = orbit_route(system, small, symmetric, pending, deadline, partial=True,
+                            wider=renamed)
     if orbit is None:
         return verdicts, {"inference": small.notes, "proved": []}, small
     stopped = _prove_orbits(system, small, orbit, verdicts, extra, save_proof, proofs_dir,
-                            deadline, symmetric)
+                            deadline)
     if stopped:
         extra["stopped"] = stopped
     extra["proved"] = sorted(verdicts)
@@ -554,10 +580,11 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
                 if small is None:
                     small = select_small(system, symmetric, deadline,
                                          [p.name for p in pending], max_states=max_states)
-                    orbit = orbit_route(system, small, symmetric, pending, deadline)
+                    orbit = orbit_route(system, small, symmetric, pending, deadline,
+                                        wider=orbit_symmetry(system, symmetric, symmetry))
             if orbit is not None:
                 stopped = _prove_orbits(system, small, orbit, verdicts, extra, save_proof,
-                                        proofs_dir, deadline, symmetric)
+                                        proofs_dir, deadline)
                 pending = [p for p in pending if p.name not in verdicts]
             if pending:
                 with time_limit(deadline, "invariant inference"), deep_terms():
@@ -627,15 +654,16 @@ def run_pdr(system: System, *, timeout: float | None, save_proof: bool, proofs_d
 
 def _prove_orbits(system: System, small: SmallSelection, orbit: OrbitProof,
                   verdicts: dict[str, Verdict], extra: dict[str, Any], save_proof: bool,
-                  proofs_dir: Path, deadline: Deadline, symmetric: tuple[bool, bool]) -> str:
+                  proofs_dir: Path, deadline: Deadline) -> str:
     """:func:`_prove` for what the orbit route proved, its notes (and which clauses each
-    property needs) recorded under ``extra["inference"]``."""
+    property needs) recorded under ``extra["inference"]``; the clauses are
+    representatives over the spaces the route renamed (``orbit.dims``)."""
     needs = orbit.notes.pop("needs", {})
     extra["inference"] = {**small.notes, "orbit_route": orbit.notes, "needs": needs}
     with time_limit(deadline, "the certificate check"), deep_terms():
         return _prove(system, orbit.formulas, orbit.labels, None, orbit.proved, verdicts,
                       extra, save_proof, proofs_dir, deadline, extra["inference"],
-                      symmetry=symmetric)
+                      symmetry=orbit.dims)
 
 
 def _prove(system: System, clauses: list[z3.BoolRef], readable: list[str],

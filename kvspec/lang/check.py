@@ -113,12 +113,16 @@ class Scope:
     handler_names: dict[str, int] = field(default_factory=dict)
     _cache: dict[tuple[Any, ...], ir.Function] = field(default_factory=dict)
     _stack: list[Any] = field(default_factory=list)
+    #: the breaks of each body being built, innermost last (a helper is built inside
+    #: the body that first calls it)
+    _building: list[dict[str, list[str]]] = field(default_factory=list)
 
     def brk(self, dim: str, file: str, line: int, why: str) -> None:
         text = f"{file.rsplit('/', 1)[-1]}:{line}: {why}"
-        lst = self.breaks.setdefault(dim, [])
-        if text not in lst:
-            lst.append(text)
+        for lst in (self.breaks.setdefault(dim, []),
+                    *(b.setdefault(dim, []) for b in self._building[-1:])):
+            if text not in lst:
+                lst.append(text)
 
     def var(self, name: str) -> VarInfo | None:
         return self.schema.by_name.get(name)
@@ -169,8 +173,12 @@ def build_function(scope: Scope, pyfn: Any, kind: str, param_types: list[Any],
         message = UNSUPPORTED.get(type(node))
         if message is not None:
             raise ModelError(message, body.file, getattr(node, "lineno", tree.lineno))
-    builder = BodyBuilder(scope, body, kind, list(zip(body.params, param_types)))
-    fn = builder.build()
+    scope._building.append({})
+    try:
+        fn = BodyBuilder(scope, body, kind, list(zip(body.params, param_types))).build()
+    finally:
+        breaks = scope._building.pop()
+    fn.breaks = breaks
     if name is not None:
         fn.name = name
     return scope.register(fn)

@@ -471,6 +471,11 @@ class BodyBuilder(ExprBuilder):
             raise self.err(node, "the state parameter cannot be a loop variable")
         dom = domain(self, node.iter)
         dim = dom.ty.dim if isinstance(dom.ty, ir.RefT) else None
+        for outer in self.loops:
+            if outer.var == var and outer.dim is not None:
+                # the inner loop's accesses through `var` are not at the outer loop's id
+                self.brk(outer.dim, node, f"a nested loop reuses the variable {var!r} of the "
+                                          f"loop over {outer.dim}s (order-dependent)")
         before = set(self.defined)
         self.declare_local(var, dom.ty, node)
         body: list[ir.Stmt] = []
@@ -571,34 +576,59 @@ def _innermost_loop(outer: ast.For, target: ast.AST) -> ast.AST | None:
     return best
 
 
+#: what an index names inside a called function when it is not one of its parameters
+#: (the callee's own locals and loop variables): never the caller's loop variable
+_ELSEWHERE = ir.Local("#elsewhere")
+
+
 def _ir_reads(body: list[ir.Stmt]) -> list[tuple[str, Any]]:
     """State variables a body reads, inside called functions too: (name, index or None
-    for a whole-array or scalar read)."""
+    for a whole-array or scalar read). An index inside a called function is given as
+    the caller's expression its parameter was bound to; the callee's other locals (its
+    own loops, generators) and the variable of a nested loop that reuses a name are
+    ``_ELSEWHERE``, so no read is taken for one at the caller's loop variable by name."""
     out: list[tuple[str, Any]] = []
-    seen: set[int] = set()
 
-    def expr(e: ir.Expr) -> None:
+    def name_of(e: Any, env: dict[str, Any] | None) -> Any:
+        """``e`` as the caller sees it (``env``: the names bound in a callee; None at
+        the top)."""
+        if isinstance(e, tuple):
+            return tuple(name_of(x, env) for x in e)
+        if isinstance(e, ir.Local) and env is not None:
+            return env.get(e.name, _ELSEWHERE)
+        return e
+
+    def expr(e: ir.Expr, env: dict[str, Any] | None) -> None:
         if isinstance(e, ir.Load):
-            out.append((e.var.name, e.axes if e.axes is not None else e.index))
+            out.append((e.var.name, name_of(e.axes if e.axes is not None else e.index, env)))
         elif isinstance(e, ir.VecOf):
             line = None
             if e.row is not None:
-                line = (e.row, None) if e.along == 1 else (None, e.row)
+                row = name_of(e.row, env)
+                line = (row, None) if e.along == 1 else (None, row)
             out.append((e.var.name, line))
         elif isinstance(e, ir.Local) and isinstance(e.ty, ir.VecT):
             out.append((e.ty.var, None))
-        elif isinstance(e, ir.Call) and id(e.fn) not in seen:
-            seen.add(id(e.fn))
-            stmts(e.fn.body)
+        elif isinstance(e, ir.Call):
+            params = [n for n, _ in e.fn.params]
+            bound = {n: name_of(a, env) for n, a in zip(params, e.args)}
+            stmts(e.fn.body, bound)
+        # a generator's variable never shadows a local (the checker refuses that), and
+        # inside a callee every name that is not a parameter is _ELSEWHERE already
         for x in ir.sub_exprs(e):
-            expr(x)
+            expr(x, env)
 
-    def stmts(b: list[ir.Stmt]) -> None:
-        for st in ir.walk_stmts(b):
+    def stmts(b: list[ir.Stmt], env: dict[str, Any] | None) -> None:
+        for st in b:
             for e in ir.stmt_exprs(st):
-                expr(e)
+                expr(e, env)
+            if isinstance(st, ir.If):
+                stmts(st.body, env)
+                stmts(st.orelse, env)
+            elif isinstance(st, ir.For):
+                stmts(st.body, env if env is None else {**env, st.var: _ELSEWHERE})
 
-    stmts(body)
+    stmts(body, None)
     return out
 
 

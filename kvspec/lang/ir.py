@@ -368,6 +368,9 @@ class Function:
     ret: Any = None  # result type of a helper/invariant, None for procedures
     effects: bool = False  # writes state, emits, requires or violates (directly or via calls)
     key: str = ""  # unique name among all functions of a system (for code generation)
+    #: id space -> why this body (not the functions it calls) does not treat the ids
+    #: of that space interchangeably (:mod:`kvspec.lang.symmetry`)
+    breaks: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def value_params(self) -> list[tuple[str, Any]]:

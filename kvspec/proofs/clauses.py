@@ -298,6 +298,10 @@ def parse_invariant(text: str, state_vars: list[z3.ExprRef],
     clauses: list[Clause] = []
     for k, command in enumerate(asserts, 1):
         label = labels[k - 1] if labels is not None else f"clause {k}"
+        depth = _nesting(command)
+        if depth > MAX_CLAUSE_NESTING:
+            raise CertificateError(f"clause {k} is nested {depth} deep (at most "
+                                   f"{MAX_CLAUSE_NESTING}; kvspec writes far flatter ones)")
         try:
             parsed = parse(command)
         except z3.Z3Exception as exc:
@@ -311,6 +315,27 @@ def parse_invariant(text: str, state_vars: list[z3.ExprRef],
             raise CertificateError(f"clause {k}: {exc}") from None
         clauses.append(Clause(k, command, parsed[0], label, names, quantified))
     return clauses
+
+
+#: how deeply a clause's terms may nest: the checks walk terms recursively
+MAX_CLAUSE_NESTING = 200
+
+
+def _nesting(command: str) -> int:
+    """The deepest nesting of parentheses in ``command`` (``|quoted|`` symbols skipped)."""
+    depth = deepest = 0
+    quoted = False
+    for ch in command:
+        if ch == "|":
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth -= 1
+    return deepest
 
 
 class _Parser:

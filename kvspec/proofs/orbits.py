@@ -21,6 +21,16 @@ the symmetric id spaces, ``π(T_a) = T_{π(a)}`` (model symmetry) and ``π(I) = 
    ``π`` maps one query to the other. Only instances ``ψ`` that read a slot ``a``
    writes can change.
 
+**Actions that single out ids.** A model may fail to treat a space's ids
+interchangeably only because of some actions' own code (``lowest_free``'s
+``prealloc`` takes the lowest-numbered free pages), decided statically too
+(:func:`kvspec.lang.symmetry.breaking_actions`). The invariant stays closed under
+every renaming; only those actions lose their reduction: each of their instances is
+checked (no renaming of that space maps one onto another), and its stabiliser
+contains no renaming of that space, so every clause instance it may break is a
+target. The argument above needs ``π(T_a) = T_{π(a)}`` only for the actions it
+renames, and initiation and the properties need no symmetry of the actions at all.
+
 Each query's premise is weakened to the instances of ``I`` whose slots lie in the
 query's neighbourhood (sound: a premise that refutes the query refutes it with the
 whole invariant); only when that does not refute it is the whole invariant used.
@@ -74,14 +84,20 @@ class NotSymmetric(CertificateError):
     """A clause (or the model) cannot be checked one orbit at a time; says why."""
 
 
-def representatives(system: System, dims: tuple[bool, bool]) -> list[int]:
+#: id space -> the actions that do not commute with renaming its ids (all others do)
+Unrenamed = dict[str, frozenset[str]]
+
+
+def representatives(system: System, dims: tuple[bool, bool],
+                    unrenamed: Unrenamed | None = None) -> list[int]:
     """Action instances up to renaming of the symmetric id spaces: those whose request
-    (page) arguments are 0, 1, ... in order of first appearance."""
+    (page) arguments are 0, 1, ... in order of first appearance. An action in
+    ``unrenamed[space]`` keeps every instance along that space."""
     out = []
     for inst in system.instances:
         ok = True
         for dim, on in zip(DIMS, dims):
-            if not on:
+            if not on or inst.action.name in (unrenamed or {}).get(dim, ()):
                 continue
             seen: list[int] = []
             for (_, t), a in zip(inst.action.params, inst.args):
@@ -93,11 +109,12 @@ def representatives(system: System, dims: tuple[bool, bool]) -> list[int]:
     return out
 
 
-def representatives_view(system: System, dims: tuple[bool, bool]) -> System:
+def representatives_view(system: System, dims: tuple[bool, bool],
+                         unrenamed: Unrenamed | None = None) -> System:
     """``system`` with only the representative action instances, renumbered."""
     if not any(dims):
         return system
-    keep = representatives(system, dims)
+    keep = representatives(system, dims, unrenamed)
     insts = [ActionInstance(k, system.instances[j].action, system.instances[j].args)
              for k, j in enumerate(keep)]
     return dataclasses.replace(system, instances=insts, _batches=None, _machine=None)
@@ -231,6 +248,8 @@ class Orbits:
         self.ren = ren
         self.clauses = [self._orbit_clause(k, f, lab)
                         for k, (f, lab) in enumerate(zip(formulas, labels))]
+        #: every representative by its index (``clauses`` may leave some out)
+        self.by_index = {c.index: c for c in self.clauses}
         self._terms: dict[tuple[int, tuple[Any, ...]], z3.BoolRef] = {}
         self._fixing: dict[tuple[int, tuple[Any, ...]],
                            list[tuple[tuple[tuple[int, ...], ...], frozenset[int]]]] = {}
@@ -341,6 +360,42 @@ class Orbits:
             pairs.append((ren.hole(d, v), z3.IntVal(w) if holes_to_values else ren.hole(d, w)))
         return _Substitution(pairs)(c.hat) if pairs else c.hat
 
+    def drop_renamings(self) -> int:
+        """Leave out every representative that is a renaming of an earlier one (it has
+        the same instances); returns how many. Two are compared exactly, up to the order
+        of the arguments of commutative operators, with their singled-out ids renamed to
+        0, 1, … in each order (in sorted order only beyond three ids, so a renaming may
+        go unrecognised: then its instances are only asserted twice)."""
+        seen: set[str] = set()
+        kept = []
+        for c in self.clauses:
+            key = self._orbit_key(c)
+            if key is None or key not in seen:
+                kept.append(c)
+            if key is not None:
+                seen.add(key)
+        dropped = len(self.clauses) - len(kept)
+        self.clauses = kept
+        self._all = None
+        return dropped
+
+    def _orbit_key(self, c: OrbitClause) -> str | None:
+        """The same text for two representatives iff one renames the other (as
+        :meth:`drop_renamings` compares them); None for one that mentions every id of
+        a space."""
+        if c.full:
+            return None
+        per_dim = []
+        for dim, named in sorted(c.named.items()):
+            orders = itertools.permutations(named) if len(named) <= 3 else [tuple(named)]
+            per_dim.append([(dim, {a: i for i, a in enumerate(o)}) for o in orders])
+        best: str | None = None
+        for choice in itertools.product(*per_dim):
+            key = repr(_canon(self._rename(c, dict(choice), holes_to_values=False), {}))
+            if best is None or key < best:
+                best = key
+        return best
+
     # -- instances ---------------------------------------------------------------------------
     def _perm(self, c: OrbitClause, images: tuple[tuple[int, ...], ...]) -> Perm:
         """The permutation taking the named ids of ``c`` to ``images`` and the others, in
@@ -365,7 +420,7 @@ class Orbits:
         key = (k, images)
         t = self._terms.get(key)
         if t is None:
-            c = self.clauses[k]
+            c = self.by_index[k]
             t = self._instance(c, self._perm(c, images))
             self._terms[key] = t
         return t
@@ -394,7 +449,7 @@ class Orbits:
                                            (z3.Ast * len(keys))(*dst)), ctx)
 
     def slots(self, k: int, images: tuple[tuple[int, ...], ...]) -> frozenset[int]:
-        c = self.clauses[k]
+        c = self.by_index[k]
         perm = self._perm(c, images)
         return frozenset(self.ren.slot(s, perm) for s in c.slots)
 
@@ -424,7 +479,7 @@ class Orbits:
     def fixing(self, k: int, fixed: dict[str, list[int]]) -> Iterator[tuple[tuple[int, ...], ...]]:
         """One images tuple per orbit of the instances of clause ``k`` under the
         permutations that fix every id in ``fixed``."""
-        c = self.clauses[k]
+        c = self.by_index[k]
         per_dim = []
         for dim, named in sorted(c.named.items()):
             keep = fixed.get(dim, [])
@@ -452,33 +507,79 @@ class OrbitReport(InductionReport):
     unexcluded: str | None = None  # a property whose violations the invariant allows
     #: the route through the clauses' reading for every size, when tried
     lifted: LiftedCheck | None = None
+    #: id space -> the actions checked without renaming its ids (:func:`unrenamed_actions`)
+    unrenamed: dict[str, list[str]] = field(default_factory=dict)
+    #: representatives left out as renamings of others (``drop_renamings``)
+    renamings_dropped: int = 0
+
+
+def unrenamed_actions(system: System, dims: tuple[bool, bool]) -> Unrenamed:
+    """For each id space ``dims`` asks to rename that the model does not treat
+    interchangeably as a whole: the actions whose own code singles its ids out
+    (:func:`kvspec.lang.symmetry.breaking_actions`); every other action commutes with
+    renaming them, which is all the orbit check needs of the actions it renames.
+    Raises :class:`NotSymmetric` when the reason lies elsewhere (the initial state,
+    a variable holding such ids, an invariant, a monitor)."""
+    from kvspec.lang.symmetry import analyse_symmetry, breaking_actions, partial_alarm
+
+    sym = analyse_symmetry(system)
+    alarm = any(r.startswith("internal alarm") for r in sym.reasons)
+    out: Unrenamed = {}
+    counts = {REQUEST: system.schema.requests, PAGE: system.schema.pages}
+    for dim, want, have in zip(DIMS, dims, (sym.requests, sym.pages)):
+        if not want or have:
+            continue
+        partial = breaking_actions(system, dim) if counts[dim] > 1 and not alarm else None
+        if not partial:
+            raise NotSymmetric(f"the model does not treat its {dim} ids interchangeably "
+                               f"({'; '.join(sym.reasons) or 'symmetry analysis'})")
+        alarm_says = partial_alarm(system, dim, partial)
+        if alarm_says:
+            raise NotSymmetric("; ".join(alarm_says))
+        out[dim] = partial
+    return out
+
+
+def wider_symmetry(system: System, dims: tuple[bool, bool]) -> tuple[bool, bool] | None:
+    """``dims`` with every id space added that the orbit check may rename in this model
+    (in all its actions or all but some); None when there is none to add."""
+    out = list(dims)
+    for k in range(len(out)):
+        if out[k]:
+            continue
+        trial = (out[0] or k == 0, out[1] or k == 1)
+        try:
+            unrenamed_actions(system, trial)
+        except NotSymmetric:
+            continue
+        out[k] = True
+    return None if tuple(out) == dims else (out[0], out[1])
 
 
 def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                  properties: list[Property], dims: tuple[bool, bool], *,
-                 timeout: float = 60.0, lifted_from: int | None = None) -> OrbitReport:
+                 timeout: float = 60.0, lifted_from: int | None = None,
+                 drop_renamings: bool = False) -> OrbitReport:
     """Checks 1–3 of the module docstring for the invariant whose orbit
     representatives are ``formulas``. Raises :class:`NotSymmetric` when a clause
     cannot be renamed exactly. ``lifted_from``: when the invariant has at least this
     many instances, first try the representatives' exact reading for every size
     (:mod:`kvspec.proofs.lifted`), which re-checks the invariant at once when it is
     inductive for every size; else (or when it is not) the check one orbit at a time
-    decides. None: never."""
-    from kvspec.lang.symmetry import analyse_symmetry
-
+    decides. None: never. ``drop_renamings``: the representatives may include
+    renamings of one another (:meth:`Orbits.drop_renamings`)."""
     report = OrbitReport(clauses=list(labels), properties=[p.name for p in properties])
-    sym = analyse_symmetry(system)
-    for dim, want, have in zip(DIMS, dims, (sym.requests, sym.pages)):
-        if want and not have:
-            raise NotSymmetric(f"the model does not treat its {dim} ids interchangeably "
-                               f"({'; '.join(sym.reasons) or 'symmetry analysis'})")
+    unrenamed = unrenamed_actions(system, dims)
+    report.unrenamed = {d: sorted(names) for d, names in unrenamed.items()}
     ren = Renaming(system, dims)
     moved = ren.moves_initial_state()
     if moved:
         raise NotSymmetric(moved)
     orbits = Orbits(ren, formulas, labels)
+    if drop_renamings:
+        report.renamings_dropped = orbits.drop_renamings()
     instances = orbit_instances(orbits)
-    if lifted_from is not None and instances >= lifted_from:
+    if lifted_from is not None and instances >= lifted_from and not unrenamed:
         report.lifted = check_lifted(system, orbits, properties, timeout=timeout)
         if report.lifted.proved:
             report.orbit_instances = instances
@@ -493,7 +594,7 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
             return report
     everything = orbits.every_instance()
     report.orbit_instances = len(everything)
-    view = representatives_view(system, dims)
+    view = representatives_view(system, dims, unrenamed)
     enc = Encoding(view)
     report.instances = len(system.instances)
     report.representatives = len(enc.steps)
@@ -549,7 +650,10 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                                                     "error from a state of the invariant",
                              f"whether {step.inst.label()} may raise a model error")
         written = set(step.updates)
-        fixed = {d: _args(step.inst, d) for d in ren.on}
+        # the renamings that fix the action instance: those of its own ids, and none of
+        # a space whose renaming it does not commute with
+        fixed = {d: (list(range(ren.n[d])) if step.inst.action.name in unrenamed.get(d, ())
+                     else _args(step.inst, d)) for d in ren.on}
         targets: list[tuple[int, z3.BoolRef]] = []
         vocab = r | written
         post = _Substitution([(enc.cur[i], e) for i, e in step.updates.items()])
@@ -569,7 +673,7 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                                     if z3.is_false(why.eval(t, model_completion=True))})
             pre = enc.state_of(why)
             trace = cti_trace(system, pre, step.inst)
-            labels_broken = [orbits.clauses[k].label for k in report.broken] or [
+            labels_broken = [orbits.by_index[k].label for k in report.broken] or [
                 "a variable leaves its domain"]
             report.cti = CounterexampleToInduction(pre, trace, labels_broken)
         return _fail(report, res, why, enc, f"consecution: the invariant is not inductive: "
@@ -578,7 +682,9 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     report.passed.append(f"consecution: every renaming of the {len(formulas)} clauses "
                          f"({len(everything)} instances) is preserved by each of the "
                          f"{len(enc.steps)} representative action instances (the others are "
-                         "their renamings)")
+                         "their renamings)" + "".join(
+                             f"; {', '.join(names)} checked at every {dim} (not renamed)"
+                             for dim, names in sorted(report.unrenamed.items())))
     return report
 
 

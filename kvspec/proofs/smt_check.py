@@ -290,7 +290,10 @@ def check_clauses(system: System, clauses: list[Clause], properties: list[Proper
     readers: dict[int, list[int]] = {}
     for c in clauses:
         for piece in c.pieces():
-            names = c.constants if piece.eq(c.formula) else term_constants(piece, known)[0]
+            # the parser records a clause's constants; a clause built otherwise has none
+            # recorded, and is read here (else no step would be seen to touch it)
+            names = (c.constants if c.constants and piece.eq(c.formula)
+                     else term_constants(piece, known)[0])
             slots = frozenset(enc.slot[name] for name in names)
             for slot in slots:
                 readers.setdefault(slot, []).append(len(pieces))

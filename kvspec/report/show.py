@@ -4,8 +4,9 @@ from __future__ import annotations
 import inspect
 
 from kvspec.lang.declare import SCALAR
-from kvspec.lang.symmetry import analyse_symmetry
+from kvspec.lang.symmetry import analyse_symmetry, breaking_actions
 from kvspec.lang.system import System
+from kvspec.lang.types import PAGE, REQUEST
 
 
 def describe_model(system: System, path: str) -> str:
@@ -54,6 +55,11 @@ def describe_model(system: System, path: str) -> str:
     lines.append(report.summary())
     for reason in report.reasons:
         lines.append(f"  {reason}")
+    for dim, on in ((REQUEST, report.requests), (PAGE, report.pages)):
+        partial = None if on or not report.enabled else breaking_actions(system, dim)
+        if partial:
+            lines.append(f"  proofs one orbit at a time rename {dim}s in every action but "
+                         f"{', '.join(sorted(partial))} (checked at every {dim})")
     return "\n".join(lines) + "\n"
 
 

@@ -110,11 +110,16 @@ def test_symmetry_can_be_switched_off() -> None:
 
 
 HELPER_HEAD = '''
-from kvspec import Model, Page, Pages, Request, Requests, action, invariant
+from kvspec import Model, Page, Pages, Request, Requests, action, emit, invariant
 
 
 def peek(s, p):
     return s.x[p]
+
+
+def peek_other(s, a, o):
+    a = o
+    return s.x[a]
 
 
 def any_set(s):
@@ -125,6 +130,7 @@ class Shadowed(Model):
     requests = Requests(2)
     pages = Pages(9)
     x = pages.var(bool, init=False)
+    who = pages.var(requests.optional, init=None)
 
     @invariant
     def not_all_set(s):
@@ -143,6 +149,21 @@ class Shadowed(Model):
     ("    @action\n    def twice(s, r: Request):\n        for p in s.pages:\n"
      "            for p in s.pages:\n                s.x[p] = not s.x[p]\n",
      "a nested loop reuses the variable 'p'"),
+    # the helper reassigns the parameter bound to the loop variable
+    ("    @action\n    def flip_all(s, o: Page):\n        for p in s.pages:\n"
+     "            s.x[p] = not peek_other(s, p, o)\n", "writes x and reads it at another index"),
+    # the loop reassigns its own variable
+    ("    @action\n    def move(s, o: Page):\n        for p in s.pages:\n"
+     "            v = not s.x[p]\n            p = o\n            s.x[p] = v\n",
+     "assigns its variable 'p' in its body"),
+    # events of two kinds reach the monitors in page order
+    ("    @action\n    def go(s, r: Request):\n        for p in s.pages:\n"
+     "            if s.x[p]:\n                emit.reject(r)\n            else:\n"
+     "                emit.alloc(r, p)\n", "emits alloc and reject"),
+    # an event for another page than the loop's
+    ("    @action\n    def give(s, o: Page):\n        for p in s.pages:\n"
+     "            if s.x[p]:\n                emit.alloc(s.who[p], o)\n",
+     "emits alloc for another page than the loop's"),
 ])
 def test_a_read_is_at_the_loop_variable_only_when_it_is_that_variable(write_model, body: str,
                                                                        why: str) -> None:
@@ -156,9 +177,18 @@ def test_a_read_is_at_the_loop_variable_only_when_it_is_that_variable(write_mode
     assert not any("internal alarm" in r for r in report.reasons)
 
 
-def test_a_helper_read_at_the_loop_variable_keeps_symmetry(write_model) -> None:
-    """``peek(s, p)`` with the caller's own loop variable is a read at that page."""
-    body = ("    @action\n    def flip_all(s, r: Request):\n        for p in s.pages:\n"
-            "            s.x[p] = not peek(s, p)\n")
+@pytest.mark.parametrize("body", [
+    # ``peek(s, p)`` with the caller's own loop variable is a read at that page
+    "    @action\n    def flip_all(s, r: Request):\n        for p in s.pages:\n"
+    "            s.x[p] = not peek(s, p)\n",
+    # one kind of page event, at the loop's page, for any request
+    "    @action\n    def free_all(s, r: Request):\n        for p in s.pages:\n"
+    "            if s.who[p] == r:\n                s.who[p] = None\n"
+    "                emit.free(r, p)\n",
+    # events without a page, for the loop's request
+    "    @action\n    def reject_all(s, o: Page):\n        for q in s.requests:\n"
+    "            emit.reject(q)\n            emit.retire(q)\n",
+])
+def test_what_keeps_symmetry(write_model, body: str) -> None:
     report = analyse_symmetry(system_of(write_model(HELPER_HEAD + "\n" + body)))
-    assert report.pages, report.reasons
+    assert report.pages and report.requests, report.reasons

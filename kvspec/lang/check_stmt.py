@@ -12,6 +12,7 @@ from kvspec.lang.check_expr import RUNTIME_FUNCTIONS, ExprBuilder, _Marker
 from kvspec.lang.check_types import join, widen, within
 from kvspec.lang.declare import SCALAR
 from kvspec.lang.schema import VarInfo
+from kvspec.lang.types import PAGE, REQUEST
 from kvspec.lang.types import BoolType, EnumType, IntType, RefType
 
 _AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%",
@@ -513,6 +514,15 @@ class BodyBuilder(ExprBuilder):
                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
                         and id(n) not in inside}
         carried = sorted(assigned & (before | read_outside))
+        rebound = {n.id for st in node.body for n in ast.walk(st)
+                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == loop.var}
+        if rebound:
+            self.brk(dim, node, f"the loop over {dim}s assigns its variable {loop.var!r} in its "
+                                "body (order-dependent)")
+        why = _emit_order(body, loop.var, dim)
+        if why:
+            self.brk(dim, node, f"the loop over {dim}s {why}, which the property monitors see "
+                                f"in {dim} order (order-dependent)")
         for name in carried:
             self.brk(dim, node, f"the loop over {dim}s {CARRIES_LOCAL} {name!r} from one "
                                 "iteration to the next (order-dependent; use masks or count())")
@@ -566,6 +576,31 @@ def _at_loop_var(info: VarInfo, idx: Any, loop: Any) -> bool:
     return isinstance(idx, ir.Local) and idx.name == loop.var
 
 
+def _emit_order(body: list[ir.Stmt], var: str, dim: str) -> str:
+    """Why the events a loop over ids emits may reach the monitors in an order that
+    matters ('' when they cannot). The monitors' per-page state changes only at an
+    event's own page and their per-request state only at its request (checks may read
+    other state: ``ack`` reads every page's writes in flight), so the iterations
+    commute when, over pages, every page event is at the loop's page and any event
+    without a page is the loop's only kind of event; over requests, when every event
+    is one without a page, for the loop's request."""
+    emits = [st for st in ir.walk_stmts(body) if isinstance(st, ir.Emit)]
+    if not emits:
+        return ""
+    here = lambda e: isinstance(e, ir.Local) and e.name == var  # noqa: E731
+    kinds = sorted({st.kind for st in emits})
+    for st in emits:
+        if st.pages is not None:
+            return f"emits {st.kind} over a mask of pages"
+        if dim == PAGE and st.page is not None and not here(st.page):
+            return f"emits {st.kind} for another page than the loop's"
+        if dim == PAGE and st.page is None and len(kinds) > 1:
+            return f"emits {' and '.join(kinds)}"
+        if dim == REQUEST and (st.page is not None or not here(st.request)):
+            return f"emits {st.kind} for another request than the loop's, or for a page"
+    return ""
+
+
 def _innermost_loop(outer: ast.For, target: ast.AST) -> ast.AST | None:
     """The innermost for-loop (inside ``outer``, or ``outer``) containing ``target``."""
     best: ast.AST | None = None
@@ -588,6 +623,7 @@ def _ir_reads(body: list[ir.Stmt]) -> list[tuple[str, Any]]:
     own loops, generators) and the variable of a nested loop that reuses a name are
     ``_ELSEWHERE``, so no read is taken for one at the caller's loop variable by name."""
     out: list[tuple[str, Any]] = []
+    walked: set[tuple[Any, ...]] = set()  # (callee, its bindings) already read
 
     def name_of(e: Any, env: dict[str, Any] | None) -> Any:
         """``e`` as the caller sees it (``env``: the names bound in a callee; None at
@@ -610,9 +646,15 @@ def _ir_reads(body: list[ir.Stmt]) -> list[tuple[str, Any]]:
         elif isinstance(e, ir.Local) and isinstance(e.ty, ir.VecT):
             out.append((e.ty.var, None))
         elif isinstance(e, ir.Call):
-            params = [n for n, _ in e.fn.params]
-            bound = {n: name_of(a, env) for n, a in zip(params, e.args)}
-            stmts(e.fn.body, bound)
+            # a parameter the callee assigns is no longer the caller's argument
+            assigned = {n for st in ir.walk_stmts(e.fn.body) if isinstance(st, ir.Assign)
+                        for n in st.names}
+            bound = {n: name_of(a, env) for (n, _), a in zip(e.fn.params, e.args)
+                     if n not in assigned}
+            key = (id(e.fn), tuple(sorted((n, id(v)) for n, v in bound.items())))
+            if key not in walked:
+                walked.add(key)
+                stmts(e.fn.body, bound)
         # a generator's variable never shadows a local (the checker refuses that), and
         # inside a callee every name that is not a parameter is _ELSEWHERE already
         for x in ir.sub_exprs(e):

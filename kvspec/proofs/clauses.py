@@ -82,15 +82,7 @@ def split_commands(text: str) -> list[str]:
             i = end + 1
             continue
         if ch == '"':
-            j = i + 1
-            while True:
-                end = text.find('"', j)
-                if end < 0:
-                    raise CertificateError("unterminated string in the SMT-LIB2 text")
-                if end + 1 < n and text[end + 1] == '"':
-                    j = end + 2
-                    continue
-                break
+            end = _string_end(text, i)
             if depth == 0:
                 raise CertificateError("unexpected string outside a command")
             i = end + 1
@@ -128,16 +120,36 @@ def _tokens(command: str) -> list[str]:
             out.append(ch)
             i += 1
         elif ch == "|":
-            end = command.index("|", i + 1)
+            end = command.find("|", i + 1)
+            if end < 0:
+                raise CertificateError("unterminated |quoted symbol| in the SMT-LIB2 text")
             out.append(command[i + 1:end])
+            i = end + 1
+        elif ch == '"':
+            end = _string_end(command, i)
+            out.append(command[i:end + 1])
             i = end + 1
         else:
             j = i
-            while j < n and not command[j].isspace() and command[j] not in "()|":
+            while j < n and not command[j].isspace() and command[j] not in '()|"':
                 j += 1
             out.append(command[i:j])
             i = j
     return out
+
+
+def _string_end(text: str, i: int) -> int:
+    """The index of the quote closing the string literal opening at ``i`` (``""`` is
+    an escaped quote inside it)."""
+    j = i + 1
+    while True:
+        end = text.find('"', j)
+        if end < 0:
+            raise CertificateError("unterminated string in the SMT-LIB2 text")
+        if end + 1 < len(text) and text[end + 1] == '"':
+            j = end + 2
+            continue
+        return end
 
 
 def _head(command: str) -> str:
@@ -322,18 +334,13 @@ MAX_CLAUSE_NESTING = 200
 
 
 def _nesting(command: str) -> int:
-    """The deepest nesting of parentheses in ``command`` (``|quoted|`` symbols skipped)."""
+    """The deepest nesting of parentheses in ``command``."""
     depth = deepest = 0
-    quoted = False
-    for ch in command:
-        if ch == "|":
-            quoted = not quoted
-        elif quoted:
-            continue
-        elif ch == "(":
+    for tok in _tokens(command):
+        if tok == "(":
             depth += 1
             deepest = max(deepest, depth)
-        elif ch == ")":
+        elif tok == ")":
             depth -= 1
     return deepest
 

@@ -300,6 +300,9 @@ def test_readable_labels_are_not_the_authority(patched: System, tmp_path: Path) 
     # with its depth, not a crash
     # a `|` inside a string literal is not a quoted symbol (it crashed the tokenizer)
     ('(or (distinct "|" "a") |landed[0]|)', "has sort String"),
+    # a quoted symbol named `)` is not a closing parenthesis for the nesting check
+    pytest.param("(forall ((|)| Int)) " + "(=> (= |)| 0) " * 300 + "true" + ")" * 300 + ")",
+                 "nested 303 deep", id="nested-behind-a-quoted-paren"),
     pytest.param("(and true " * 3000 + "(not |landed[0]|)" + ")" * 3000, "nested 3002 deep",
                  id="nested-3000-deep"),
 ])

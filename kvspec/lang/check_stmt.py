@@ -470,13 +470,14 @@ class BodyBuilder(ExprBuilder):
         var = node.target.id
         if var == self.state:
             raise self.err(node, "the state parameter cannot be a loop variable")
+        if var in self.defined:
+            # Python would leave it at the loop's last value afterwards: an id picked by
+            # the order of the loop, which no symmetry rule could see
+            raise self.err(node, f"the loop variable {var!r} already names a parameter or "
+                                 "local here (or an enclosing loop's variable); choose "
+                                 "another name")
         dom = domain(self, node.iter)
         dim = dom.ty.dim if isinstance(dom.ty, ir.RefT) else None
-        for outer in self.loops:
-            if outer.var == var and outer.dim is not None:
-                # the inner loop's accesses through `var` are not at the outer loop's id
-                self.brk(outer.dim, node, f"a nested loop reuses the variable {var!r} of the "
-                                          f"loop over {outer.dim}s (order-dependent)")
         before = set(self.defined)
         self.declare_local(var, dom.ty, node)
         body: list[ir.Stmt] = []

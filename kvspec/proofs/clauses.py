@@ -334,14 +334,25 @@ MAX_CLAUSE_NESTING = 200
 
 
 def _nesting(command: str) -> int:
-    """The deepest nesting of parentheses in ``command``."""
+    """The deepest nesting of parentheses in ``command`` (those inside ``|quoted|``
+    symbols and string literals are not parentheses)."""
     depth = deepest = 0
-    for tok in _tokens(command):
-        if tok == "(":
+    i, n = 0, len(command)
+    while i < n:
+        ch = command[i]
+        if ch == "|":
+            end = command.find("|", i + 1)
+            i = n if end < 0 else end + 1
+            continue
+        if ch == '"':
+            i = _string_end(command, i) + 1
+            continue
+        if ch == "(":
             depth += 1
             deepest = max(deepest, depth)
-        elif tok == ")":
+        elif ch == ")":
             depth -= 1
+        i += 1
     return deepest
 
 

@@ -12,8 +12,7 @@ from kvspec.lang.check_expr import RUNTIME_FUNCTIONS, ExprBuilder, _Marker
 from kvspec.lang.check_types import join, widen, within
 from kvspec.lang.declare import SCALAR
 from kvspec.lang.schema import VarInfo
-from kvspec.lang.types import PAGE, REQUEST
-from kvspec.lang.types import BoolType, EnumType, IntType, RefType
+from kvspec.lang.types import PAGE, REQUEST, BoolType, EnumType, IntType, RefType
 
 _AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%",
         ast.BitAnd: "&", ast.BitOr: "|"}
@@ -515,9 +514,8 @@ class BodyBuilder(ExprBuilder):
                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
                         and id(n) not in inside}
         carried = sorted(assigned & (before | read_outside))
-        rebound = {n.id for st in node.body for n in ast.walk(st)
-                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == loop.var}
-        if rebound:
+        if any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == loop.var
+               for st in node.body for n in ast.walk(st)):
             self.brk(dim, node, f"the loop over {dim}s assigns its variable {loop.var!r} in its "
                                 "body (order-dependent)")
         why = _emit_order(body, loop.var, dim)
@@ -620,8 +618,8 @@ _ELSEWHERE = ir.Local("#elsewhere")
 def _ir_reads(body: list[ir.Stmt]) -> list[tuple[str, Any]]:
     """State variables a body reads, inside called functions too: (name, index or None
     for a whole-array or scalar read). An index inside a called function is given as
-    the caller's expression its parameter was bound to; the callee's other locals (its
-    own loops, generators) and the variable of a nested loop that reuses a name are
+    the caller's expression its parameter was bound to, unless the callee assigns the
+    parameter; the callee's other locals (its own loops, generators) are
     ``_ELSEWHERE``, so no read is taken for one at the caller's loop variable by name."""
     out: list[tuple[str, Any]] = []
     walked: set[tuple[Any, ...]] = set()  # (callee, its bindings) already read

@@ -566,7 +566,8 @@ def _run_orbits(system: System, clauses: list[Clause], symmetry: list[str],
         if not why:
             _record(check, clauses, report, wanted)
             check.checked_clauses = [c.describe(60) for c in clauses]
-            added = [d for d, was, now in zip(("requests", "pages"), dims, wider) if now and not was]
+            added = [d for d, was, now in zip(("requests", "pages"), dims, wider)
+                     if now and not was]
             check.notes.append(
                 f"checked with every renaming of the clauses over {' and '.join(added)} too "
                 f"(the certificate renames {' and '.join(symmetry)} only): an invariant that "

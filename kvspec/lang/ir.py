@@ -448,3 +448,21 @@ def calls_in(fn: Function) -> list[Function]:
         for e in stmt_exprs(st):
             visit(e)
     return out
+
+
+def reachable(fns: list[Function]) -> list[Function]:
+    """``fns`` and every function they call, transitively, each once, callees first."""
+    order: list[Function] = []
+    seen: set[int] = set()
+
+    def visit(f: Function) -> None:
+        if id(f) in seen:
+            return
+        seen.add(id(f))
+        for c in calls_in(f):
+            visit(c)
+        order.append(f)
+
+    for f in fns:
+        visit(f)
+    return order

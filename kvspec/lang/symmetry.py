@@ -90,18 +90,8 @@ def breaking_actions(system: "System", dim: str) -> frozenset[str] | None:
         return None
     from kvspec.lang import ir
 
-    def reach(root: "ir.Function") -> list["ir.Function"]:
-        seen: dict[int, ir.Function] = {}
-        todo = [root]
-        while todo:
-            fn = todo.pop()
-            if id(fn) not in seen:
-                seen[id(fn)] = fn
-                todo.extend(ir.calls_in(fn))
-        return list(seen.values())
-
     def breaks_in(root: "ir.Function") -> set[str]:
-        return {r for fn in reach(root) for r in fn.breaks.get(dim, ())}
+        return {r for fn in ir.reachable([root]) for r in fn.breaks.get(dim, ())}
 
     out = set()
     in_actions: set[str] = set()

@@ -626,19 +626,8 @@ def compile_model(loaded: LoadedModel, overrides: dict[str, int] | None = None,
 
 def emitted_kinds(functions: list[ir.Function]) -> set[str]:
     """The event kinds the given bodies (and every function they call) can emit."""
-    kinds: set[str] = set()
-    seen: set[int] = set()
-    todo = list(functions)
-    while todo:
-        fn = todo.pop()
-        if id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        for st in ir.walk_stmts(fn.body):
-            if isinstance(st, ir.Emit):
-                kinds.add(st.kind)
-        todo.extend(ir.calls_in(fn))
-    return kinds
+    return {st.kind for fn in ir.reachable(functions) for st in ir.walk_stmts(fn.body)
+            if isinstance(st, ir.Emit)}
 
 
 def _generate(system: System) -> None:

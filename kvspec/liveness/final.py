@@ -20,24 +20,6 @@ from kvspec.props.events import format_reason
 FinalFn = Callable[[State], bool]
 
 
-def _reachable(fns: list[ir.Function]) -> list[ir.Function]:
-    """``fns`` and every function they call, callees first."""
-    order: list[ir.Function] = []
-    seen: set[int] = set()
-
-    def visit(f: ir.Function) -> None:
-        if id(f) in seen:
-            return
-        seen.add(id(f))
-        for c in ir.calls_in(f):
-            visit(c)
-        order.append(f)
-
-    for f in fns:
-        visit(f)
-    return order
-
-
 def final_predicate(system: System) -> FinalFn | None:
     """The disjunction of the model's ``@final_state`` predicates (None: it has none)."""
     fns = system.loaded.decl.final_states
@@ -52,7 +34,7 @@ def final_predicate(system: System) -> FinalFn | None:
                              body.file, body.tree.lineno)
         built.append(build_function(system.scope, fn, "invariant", [ir.StateT()]))
     gen = PyGen(system.schema, format_reason, system.flags)
-    for f in _reachable(built):
+    for f in ir.reachable(built):
         gen.function(f)
     ns: dict[str, Any] = gen.compile(f"{system.name}.final")
     compiled = [ns[f.key] for f in built]

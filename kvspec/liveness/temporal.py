@@ -32,7 +32,6 @@ from kvspec.lang.pygen import PyGen
 from kvspec.lang.schema import State
 from kvspec.lang.system import System
 from kvspec.lang.types import PAGE, REQUEST, Page, Request
-from kvspec.liveness.final import _reachable
 from kvspec.liveness.obligations import DEADLOCK, LIVENESS
 from kvspec.props.events import format_reason
 
@@ -185,7 +184,7 @@ def temporal_properties(system: System) -> list[TemporalProperty]:
 def _compile(system: System, props: list[TemporalProperty]) -> None:
     preds = [pr for t in props for pr in (t.p, t.q) if pr is not None]
     gen = PyGen(system.schema, format_reason, system.flags)
-    for f in _reachable([pr.ir for pr in preds]):
+    for f in ir.reachable([pr.ir for pr in preds]):
         gen.function(f)
     ns: dict[str, Any] = gen.compile(f"{system.name}.temporal")
     for pr in preds:

@@ -22,14 +22,7 @@ def count_lines(system: System, names: Iterable[str]) -> list[str]:
     they call) whose mask reads one of the variables ``names``."""
     wanted = set(names)
     out: dict[str, None] = {}
-    seen: set[int] = set()
-    todo = [a.ir for a in system.actions]
-    while todo:
-        fn = todo.pop()
-        if id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        todo.extend(ir.calls_in(fn))
+    for fn in ir.reachable([a.ir for a in system.actions]):
         for st in ir.walk_stmts(fn.body):
             for e in _exprs(ir.stmt_exprs(st)):
                 if isinstance(e, ir.Reduce) and e.op == "count" \

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, NoReturn, Sequence
 
+from kvspec.ctrl_c import CtrlC
 from kvspec.cli_args import (integer, non_negative_int, output_file, search_args,
                              picture_path, positive_int, positive_seconds, size_spec)
 from kvspec.lang.errors import ModelError, UsageError
@@ -87,6 +88,13 @@ class _Session:
     engine: str = ""
     model: str = ""
     json: bool = False
+    ctrl_c: CtrlC | None = None
+
+    def before_verdicts(self) -> None:
+        """Raise KeyboardInterrupt when Ctrl-C was pressed at any time during the
+        command, even one Python dropped on the way: no verdict is printed after it."""
+        if self.ctrl_c is not None:
+            self.ctrl_c.check()
 
 
 def _session(args: argparse.Namespace) -> _Session:
@@ -326,6 +334,7 @@ def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                                    workers=args.workers or 1, dfs=args.dfs))
     finally:
         progress.done()
+    _session(args).before_verdicts()
     if args.json:
         json.dump(result.to_json(), out, indent=2)
         out.write("\n")
@@ -437,6 +446,7 @@ def cmd_fuzz(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     _session(args).engine = "fuzz"
     result = fuzz(system, max_examples=args.max_examples, steps=args.steps, seed=args.seed,
                   timeout=args.timeout)
+    _session(args).before_verdicts()
     doc = result.to_json()
     if args.json:
         json.dump(doc, out, indent=2)
@@ -468,6 +478,7 @@ def cmd_check_proof(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int
     _session(args).engine = "certificate"
     from kvspec.proofs.certificate import check_certificate
     check = check_certificate(Path(args.certificate), system)
+    _session(args).before_verdicts()
     check.print(make_console(out))
     return 0 if check.ok else 1
 
@@ -658,8 +669,11 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None,
         except SystemExit as exc:  # --help, --version
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
         debug = bool(getattr(args, "debug", False))
-        args.session = _Session()
-        return int(args.func(args, out, err))
+        with CtrlC() as ctrl_c:
+            args.session = _Session(ctrl_c=ctrl_c)
+            code = int(args.func(args, out, err))
+            ctrl_c.check()
+        return code
     except KeyboardInterrupt:
         return _interrupted(args, out, err)
     except (ModelError, UsageError, DocumentError) as exc:

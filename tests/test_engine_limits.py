@@ -225,8 +225,10 @@ def test_real_sigint_during_pdr_exits_130_without_proved(tmp_path: Path) -> None
     child of a non-interactive shell may have inherited it ignored)."""
     code = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
             "from kvspec.cli import main; sys.exit(main(sys.argv[1:]))")
-    proc = subprocess.Popen([sys.executable, "-c", code, "verify", str(MODELS / "patched.py"),
-                             "--engine", "pdr", "--proofs-dir", str(tmp_path)],
+    # a run of about 9 s on a quiet machine: the Ctrl-C at 2.5 s lands well inside it
+    proc = subprocess.Popen([sys.executable, "-c", code, "verify", str(MODELS / "lowest_free.py"),
+                             "--size", "requests=4,pages=16", "--engine", "pdr",
+                             "--proofs-dir", str(tmp_path)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(2.5)
     os.kill(proc.pid, signal.SIGINT)

@@ -94,6 +94,8 @@ def cmd_live(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             verdicts = _prove_open(system, verdicts, left, not args.no_fairness)
     result = Result(system, {"bmc": "liveness-bmc", "proof": "liveness-proof"}.get(
         engine, "liveness"), verdicts, stats)
+    if session is not None and hasattr(session, "before_verdicts"):
+        session.before_verdicts()  # Ctrl-C pressed during the run: no verdict
     if getattr(args, "python", None):
         _write_program(args, verdicts, err)
     if args.json:

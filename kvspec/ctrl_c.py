@@ -1,0 +1,163 @@
+"""Ctrl-C for one whole command: it stops the run, however busy Z3 is, and never lets a
+verdict through.
+
+Left to itself, Z3 catches SIGINT while a query runs and answers ``unknown``; every
+place that reads a query's result would then have to tell that apart from a give-up,
+and one that does not (an ``== unsat`` test) silently drops the Ctrl-C and the run
+goes on to print PROVED. Python alone has the opposite flaw: the KeyboardInterrupt is
+raised at the next bytecode, which is often inside a Z3 object's ``__del__``, where
+Python prints "Exception ignored" and drops it.
+
+:class:`CtrlC` closes both holes for the command it wraps:
+
+* Z3 never sees SIGINT (its ``ctrl_c`` parameter is off), so only Python's handler
+  gets it; the handler notes :attr:`CtrlC.pressed` and raises KeyboardInterrupt.
+* A watcher thread, woken through :func:`signal.set_wakeup_fd`, interrupts the Z3
+  context at once, so a long query returns within milliseconds.
+* Until the command has caught the KeyboardInterrupt (:meth:`CtrlC.caught`), the
+  watcher raises it again every :data:`RESEND_S` seconds. The handler stays quiet
+  while a KeyboardInterrupt is already being handled, so one that is on its way out
+  is never replaced by a second, and inside a ``__del__``, leaving it to the next
+  time; one dropped elsewhere (another library's ``except BaseException``) comes
+  back the same way.
+* :meth:`CtrlC.check` raises KeyboardInterrupt when Ctrl-C was pressed at any time;
+  commands call it before they print a verdict.
+
+Outside the main thread, or when SIGINT is ignored or left to its default (the
+process dies), only Z3's handler is switched off.
+"""
+from __future__ import annotations
+
+import _thread
+import os
+import select
+import signal
+import sys
+import threading
+from types import FrameType, TracebackType
+from typing import Any
+
+import z3
+
+__all__ = ["RESEND_S", "CtrlC"]
+
+RESEND_S = 0.1  # how often a Ctrl-C not yet caught by the command is raised again
+
+
+class CtrlC:
+    """A context manager around one command (module docstring)."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._caught = False
+        self._lock = threading.Lock()
+        self._installed = False
+        self._previous_handler: Any = None
+        self._previous_fd = -1
+        self._previous_z3 = "true"
+        self._pipe: tuple[int, int] | None = None
+        self._watcher: threading.Thread | None = None
+        self._context: z3.Context | None = None
+
+    # -- what a command uses --------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise KeyboardInterrupt when Ctrl-C was pressed during the command."""
+        if self.pressed:
+            raise KeyboardInterrupt
+
+    def caught(self) -> None:
+        """The command has caught the KeyboardInterrupt: stop raising it again."""
+        with self._lock:
+            self._caught = True
+
+    # -- the context manager --------------------------------------------------------------
+
+    def __enter__(self) -> CtrlC:
+        try:
+            self._previous_z3 = str(z3.get_param("ctrl_c"))
+        except z3.Z3Exception:
+            self._previous_z3 = "true"
+        z3.set_param("ctrl_c", False)
+        self._context = z3.main_ctx()  # made here: the watcher must not race to make it
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        handler = signal.getsignal(signal.SIGINT)
+        if not callable(handler):  # SIG_IGN, SIG_DFL, or installed outside Python
+            return self
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        self._pipe = (read_end, write_end)
+        self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
+        self._previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+        self._installed = True
+        self._watcher = threading.Thread(target=self._watch, name="kvspec-ctrl-c", daemon=True)
+        self._watcher.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.caught()
+        if self._installed:
+            signal.set_wakeup_fd(self._previous_fd)
+            assert self._pipe is not None
+            os.close(self._pipe[1])
+            if self._watcher is not None:
+                self._watcher.join(timeout=5)
+            os.close(self._pipe[0])
+            _run_pending_handlers()
+            signal.signal(signal.SIGINT, self._previous_handler)
+            self._installed = False
+        z3.set_param("ctrl_c", self._previous_z3.lower() != "false")
+
+    # -- the parts ------------------------------------------------------------------------
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        self.pressed = True
+        with self._lock:
+            if self._caught:
+                return
+        if isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            return  # one is on its way out already
+        if _in_destructor(frame):
+            return  # Python would print it and drop it: the watcher raises it again
+        raise KeyboardInterrupt
+
+    def _watch(self) -> None:
+        assert self._pipe is not None
+        read_end = self._pipe[0]
+        pending = False
+        while True:
+            ready, _, _ = select.select([read_end], [], [], RESEND_S if pending else None)
+            if ready:
+                data = os.read(read_end, 512)
+                if not data:
+                    return  # the command is over
+                if signal.SIGINT not in data:
+                    continue
+                with self._lock:
+                    if self._caught:
+                        continue
+                    if self._context is not None:
+                        self._context.interrupt()
+                pending = True
+                continue
+            with self._lock:
+                if self._caught:
+                    pending = False
+                    continue
+                _thread.interrupt_main(signal.SIGINT)
+
+
+def _in_destructor(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside a ``__del__``, where an exception is dropped."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _run_pending_handlers() -> None:
+    """Entering a Python function lets the interpreter run a signal handler still
+    pending, while the quiet one is installed."""

@@ -13,7 +13,8 @@ Python prints "Exception ignored" and drops it.
 * Z3 never sees SIGINT (its ``ctrl_c`` parameter is off), so only Python's handler
   gets it; the handler notes :attr:`CtrlC.pressed` and raises KeyboardInterrupt.
 * A watcher thread, woken through :func:`signal.set_wakeup_fd`, interrupts the Z3
-  context at once, so a long query returns within milliseconds.
+  context at once, so a long query returns within milliseconds (and the context is
+  cleared of it when the command ends).
 * Until the command has caught the KeyboardInterrupt (:meth:`CtrlC.caught`), the
   watcher raises it again every :data:`RESEND_S` seconds. The handler stays quiet
   while a KeyboardInterrupt is already being handled, so one that is on its way out
@@ -58,6 +59,7 @@ class CtrlC:
         self._pipe: tuple[int, int] | None = None
         self._watcher: threading.Thread | None = None
         self._context: z3.Context | None = None
+        self._interrupted = False
 
     # -- what a command uses --------------------------------------------------------------
 
@@ -109,6 +111,11 @@ class CtrlC:
             signal.signal(signal.SIGINT, self._previous_handler)
             self._installed = False
         z3.set_param("ctrl_c", self._previous_z3.lower() != "false")
+        if self._interrupted and self._context is not None:
+            # an interrupt that found no query running stays with the context: the
+            # simplifier would stop early on every later call, until a solver's check
+            # clears it (for whoever uses Z3 in this process next)
+            z3.Solver(ctx=self._context).check()
 
     # -- the parts ------------------------------------------------------------------------
 
@@ -140,6 +147,7 @@ class CtrlC:
                         continue
                     if self._context is not None:
                         self._context.interrupt()
+                        self._interrupted = True
                 pending = True
                 continue
             with self._lock:

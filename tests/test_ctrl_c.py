@@ -183,3 +183,18 @@ def test_outside_the_main_thread_only_z3_lets_go() -> None:
     worker.start()
     worker.join()
     assert seen == [("false", signal.default_int_handler)]
+
+
+def test_z3_works_as_before_after_an_interrupt_that_found_no_query() -> None:
+    """The watcher interrupts the Z3 context even when Python, not Z3, is running: the
+    simplifier must not stay interrupted after the command."""
+    x = z3.Int("x")
+    with CtrlC() as ctrl_c:
+        try:
+            signal.raise_signal(signal.SIGINT)
+            sum(range(100))
+        except KeyboardInterrupt:
+            time.sleep(3 * RESEND_S)  # meanwhile the watcher interrupts the idle context
+            ctrl_c.caught()
+    assert z3.is_true(z3.simplify(z3.And(x + 1 > x, z3.BoolVal(True))))
+

@@ -168,6 +168,51 @@ def test_an_action_not_renamed_is_checked_at_every_page(tmp_path: Path) -> None:
     assert not full.ok
 
 
+#: the highest free page: the break is at the last page, in the last part of the query
+TAKE_LAST = HEAD + '''
+class TakeLast(Model):
+    requests = Requests(2)
+    pages = Pages(7)
+    taken = pages.var(bool, init=False)
+    owner = pages.var(requests.optional, init=None)
+
+    @action
+    def fill(s, r: Request):
+        chosen = None
+        for p in s.pages:
+            if not s.taken[p]:
+                chosen = p
+        if chosen is not None:
+            s.taken[chosen] = True
+
+    @action
+    def claim(s, r: Request, p: Page):
+        require(s.owner[p] is None)
+        s.owner[p] = r
+'''
+
+
+def test_a_break_in_the_last_part_of_an_unrenamed_action_is_found(tmp_path: Path) -> None:
+    """``fill`` (every page) is asked in parts, by stretches of pages; only the last
+    part holds the instance it breaks, after parts that hold: the check must go on
+    to it, and the counterexample to induction names that instance."""
+    system = _compile(tmp_path, TAKE_LAST)
+    taken = _taken(system)
+    owners = [v for v in system.state_vars() if str(v).startswith("owner[")]
+    none_taken = z3.Not(taken[0])
+    # a second clause over every page, held by every action: parts before the last hold
+    owned = z3.Or(owners[0] == -1, owners[0] == 0, owners[0] == 1)
+    report = check_orbits(system, [owned, none_taken], ["owned", "not taken[p]"], [], BOTH)
+    assert report.unrenamed == {PAGE: ["fill"]}
+    assert not report.ok and report.cti is not None
+    assert report.cti.trace.steps[0].instance.name == "fill"
+    assert report.broken == [1]
+    changed = [(v.name, i, new) for v, i, _, new in report.cti.trace.steps[-1].changes]
+    assert changed == [("taken", 6, True)]
+    held = check_orbits(system, [owned], ["owned"], [], BOTH)
+    assert held.ok, held.problems
+
+
 @pytest.fixture(scope="module")
 def lowest_free_small() -> tuple[System, list[z3.BoolRef], list[str]]:
     """lowest_free at (3,4), with the small size's clauses as representatives over

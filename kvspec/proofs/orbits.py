@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -77,6 +78,13 @@ ORBIT_QUERY_FACTOR = 10
 #: a query's local premise is tried first only when it is less than this share of the
 #: whole invariant (else the two cost about the same, and a failed local query is lost)
 LOCAL_SHARE = 0.5
+#: the consecution query of an action checked at every id of a space (not renamed) is
+#: asked in this many parts, by stretches of that space's ids (the instances that name
+#: none of them apart): the one disjunction over thousands of clause instances makes
+#: Z3 search across all of them, a part per id repeats the reasoning they share
+#: (``lowest_free``'s prealloc at 8 requests and 64 pages, in Z3 resource units: one
+#: part 8.6 M, 2 parts 5.8 M, 3 parts 5.4 M, 4 parts 6.6 M, a part per page 45 M)
+PARTS = 3
 Perm = dict[str, Any]  # id space -> the image of each id (a tuple, or a dict of some ids)
 
 
@@ -604,8 +612,9 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     known = var_sorts(enc.cur)
     queries = _Queries(enc, ren, orbits, ms)
 
-    def ask(goal: list[z3.BoolRef], vocab: set[int]) -> tuple[z3.CheckSatResult, Any]:
-        res, why = queries.ask(goal, vocab)
+    def ask(goal: list[z3.BoolRef], vocab: set[int], parts: list[z3.BoolRef] | None = None
+            ) -> tuple[z3.CheckSatResult, Any]:
+        res, why = queries.ask(goal, vocab, parts)
         report.queries = queries.queries
         return res, why
 
@@ -657,15 +666,23 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
         targets: list[tuple[int, z3.BoolRef]] = []
         vocab = r | written
         post = _Substitution([(enc.cur[i], e) for i, e in step.updates.items()])
+        unrenamed_here = [d for d in sorted(ren.on)
+                          if step.inst.action.name in unrenamed.get(d, ())]
+        parts: dict[tuple[int, ...], list[z3.BoolRef]] = {}
         for c in orbits.clauses:
             for images, slots in orbits.fixing_slots(c.index, fixed):
                 if not slots.isdisjoint(written):
                     vocab |= slots
                     targets.append((c.index, post(orbits.term(c.index, images))))
-        broken = [_mk_not(t) for _, t in targets] + enc.leaving_domain(step.updates)
-        if not broken:
+                    parts.setdefault(_part(c, images, unrenamed_here, ren.n), []).append(
+                        _mk_not(targets[-1][1]))
+        leaving = enc.leaving_domain(step.updates)
+        if not targets and not leaving:
             continue
-        res, why = ask([step.enabled, z3.Not(step.error), _mk_or(broken)], vocab)
+        if leaving:
+            parts.setdefault((), []).extend(leaving)
+        res, why = ask([step.enabled, z3.Not(step.error)], vocab,
+                       [_mk_or(parts[key]) for key in sorted(parts)])
         if res == z3.unsat:
             continue
         if res == z3.sat:
@@ -693,10 +710,10 @@ class _Queries:
     slot's domain), asked first with its *local* part: the instances whose slots all
     lie in the query's vocabulary (the slots its goal and action read and write) and
     the shared slots. A part that refutes the goal refutes it with all of ``I``, so
-    only its ``unsat`` is taken; otherwise the rest of ``I`` is added to the same
-    solver and decides. The local part is skipped when it is most of the invariant
-    (then asking the whole costs about the same, and a local query that does not
-    refute is time lost)."""
+    only its ``unsat`` is taken; otherwise one solver holding all of ``I``, asserted
+    once for every query, decides (the query in its own scope). The local part is
+    skipped when it is most of the invariant (then asking the whole costs about the
+    same, and a local query that does not refute is time lost)."""
 
     def __init__(self, enc: Encoding, ren: Renaming, orbits: Orbits, timeout_ms: int) -> None:
         self.enc = enc
@@ -712,6 +729,7 @@ class _Queries:
         self.always = [n for n, (_, _, slots) in enumerate(self.everything)
                        if slots <= ren.shared]
         self.queries = 0
+        self._whole_solver: z3.Solver | None = None
 
     def local(self, scope: set[int]) -> set[int]:
         """The instances whose slots all lie in ``scope`` (it contains the shared slots)."""
@@ -726,35 +744,99 @@ class _Queries:
         k, images, _ = self.everything[n]
         return self.orbits.term(k, images)
 
-    def ask(self, goal: list[z3.BoolRef], vocab: set[int]) -> tuple[z3.CheckSatResult, Any]:
-        """``unsat`` (None), or the whole invariant's ``sat`` (a model) or ``unknown``
-        (the reason)."""
-        enc = self.enc
-        s = z3.Solver()
-        s.set("timeout", self.timeout_ms)
-        s.set("arith.solver", 2)  # faster on these quantifier-free queries
-        s.set("relevancy", 0)
-        # incremental mode: Z3 then skips its preprocessing of the whole premise
-        # (solving equations, propagating values), which on tens of thousands of
-        # clause instances costs more than the search it saves (benchmarks/RESULTS.md)
-        s.push()
-        assert_all(s, goal)
+    def ask(self, goal: list[z3.BoolRef], vocab: set[int],
+            parts: list[z3.BoolRef] | None = None) -> tuple[z3.CheckSatResult, Any]:
+        """Is ``I ∧ goal`` (``∧ part``, for some part of ``parts``) satisfiable?
+        ``unsat`` (None), or the whole invariant's ``sat`` (a model) or ``unknown``
+        (the reason). The parts are asked one after the other on the same solver (a
+        disjunction split by the ids its instances name, :data:`PARTS`); the time
+        limit covers them all."""
+        pending: list[z3.BoolRef | None] = list(parts) if parts is not None else [None]
+        started = time.monotonic()
         scope = vocab | self.shared
         chosen = self.local(scope)
         if len(chosen) < LOCAL_SHARE * len(self.everything):
-            assert_all(s, enc.domains(sorted(scope)))
-            assert_all(s, (self._term(n) for n in sorted(chosen)))
-            self.queries += 1
-            if s.check() == z3.unsat:
+            s = _solver()
+            assert_all(s, goal)
+            _assert_conjunction(s, self.enc.domains(sorted(scope)))
+            _assert_conjunction(s, [self._term(n) for n in sorted(chosen)])
+            if self._each(s, pending, started)[0] == z3.unsat:
                 return z3.unsat, None
-        else:
-            scope, chosen = set(), set()
-        assert_all(s, enc.domains(i for i in range(len(enc.cur)) if i not in scope))
-        assert_all(s, (self._term(n) for n in range(len(self.everything)) if n not in chosen))
-        self.queries += 1
-        res = s.check()
-        return res, (s.model() if res == z3.sat else
-                     None if res == z3.unsat else s.reason_unknown())
+        whole = self._whole()
+        whole.push()
+        try:
+            assert_all(whole, goal)
+            return self._each(whole, pending, started)
+        finally:
+            whole.pop()
+
+    def _whole(self) -> z3.Solver:
+        """The solver holding all of ``I`` (every slot's domain, every instance),
+        asserted once; each query is asked in its own scope."""
+        if self._whole_solver is None:
+            s = _solver()
+            _assert_conjunction(s, self.enc.domains(range(len(self.enc.cur))))
+            _assert_conjunction(s, [self._term(n) for n in range(len(self.everything))])
+            self._whole_solver = s
+        return self._whole_solver
+
+    def _each(self, s: z3.Solver, pending: list[z3.BoolRef | None], started: float
+              ) -> tuple[z3.CheckSatResult, Any]:
+        """Check ``pending`` in order, dropping each part refuted; stop at the first
+        that is not (it stays pending: a larger premise may refute it)."""
+        while pending:
+            left = self.timeout_ms - int((time.monotonic() - started) * 1000)
+            if left <= 0:
+                return z3.unknown, "timeout"
+            s.set("timeout", left)
+            part = pending[0]
+            if part is not None:
+                s.push()
+                s.add(part)
+            self.queries += 1
+            res = s.check()
+            why = (s.model() if res == z3.sat else
+                   None if res == z3.unsat else s.reason_unknown())
+            if part is not None:
+                s.pop()
+            if res != z3.unsat:
+                return res, why
+            pending.pop(0)
+        return z3.unsat, None
+
+
+def _solver() -> z3.Solver:
+    """A solver for the orbit queries, in incremental mode: Z3 then skips its
+    preprocessing of the whole premise (solving equations, propagating values),
+    which on tens of thousands of clause instances costs more than the search it
+    saves (benchmarks/RESULTS.md)."""
+    s = z3.Solver()
+    s.set("arith.solver", 2)  # faster on these quantifier-free queries
+    s.set("relevancy", 0)
+    s.push()
+    return s
+
+
+def _assert_conjunction(s: z3.Solver, terms: list[z3.BoolRef]) -> None:
+    """Assert the conjunction of ``terms`` in two C calls (Z3 splits it again): the
+    premise of a query has thousands of clause instances."""
+    if not terms:
+        return
+    ctx = terms[0].ctx
+    arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
+    conj = z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(terms), arr), ctx)
+    z3.Z3_solver_assert(ctx.ref(), s.solver, conj.as_ast())
+
+
+def _part(c: OrbitClause, images: tuple[tuple[int, ...], ...], dims: list[str],
+          n: dict[str, int]) -> tuple[int, ...]:
+    """Which part of an action's consecution query the instance ``images`` of clause
+    ``c`` goes to: per space in ``dims`` (those the action is checked at every id of,
+    not renamed), which of :data:`PARTS` stretches of ids holds the highest id the
+    instance names there (-1: it names none). Instances of a space renamed stay in
+    one part: the stabiliser leaves few of them."""
+    named = dict(zip(sorted(c.named), images))
+    return tuple(max(named.get(d, ()), default=-1) * PARTS // n[d] for d in dims)
 
 
 def _mk_not(t: z3.BoolRef) -> z3.BoolRef:

@@ -106,6 +106,7 @@ class Encoding:
             None if t.kind == "bool" else sorted({int(x) for x in t.domain()})
             for t in self.types]
         self._slot_domains: dict[int, z3.BoolRef | None] = {}
+        self._ints: dict[int, z3.IntNumRef] = {}
         self.steps: list[_Step] = [self._step(inst) for inst in system.instances]
 
     def _step(self, inst: ActionInstance) -> _Step:
@@ -113,7 +114,10 @@ class Encoding:
         if len(enc.next) != len(self.cur):
             raise InternalError(f"certificate check: {inst.label()} encodes {len(enc.next)} "
                                 f"next-state values for {len(self.cur)} state variables")
-        updates = {i: n for i, (c, n) in enumerate(zip(self.cur, enc.next)) if not n.eq(c)}
+        # the same term is the same node (Z3 shares terms): compare the addresses, not
+        # by ``eq`` (a checked call per slot, for every slot of every instance)
+        updates = {i: n for i, (c, n) in enumerate(zip(self.cur, enc.next))
+                   if n.as_ast().value != c.as_ast().value}
         errors = list(enc.errors)
         error = z3.Or(*[c for c, _ in errors]) if errors else z3.BoolVal(False)
         return _Step(inst, enc.enabled, error, errors, updates)
@@ -130,9 +134,23 @@ class Encoding:
             return None
         if not values:
             return z3.BoolVal(False)
+        ctx = term.ctx
+        ref, t = ctx.ref(), term.as_ast()
         if values == list(range(values[0], values[-1] + 1)):
-            return z3.And(term >= values[0], term <= values[-1])
+            # direct C calls: the z3 wrappers' checks cost more than the terms, for
+            # every updated slot of every action instance
+            lo = z3.BoolRef(z3.Z3_mk_ge(ref, t, self._int(values[0], ctx)), ctx)
+            hi = z3.BoolRef(z3.Z3_mk_le(ref, t, self._int(values[-1], ctx)), ctx)
+            return z3.BoolRef(z3.Z3_mk_and(ref, 2, (z3.Ast * 2)(lo.as_ast(), hi.as_ast())),
+                              ctx)
         return z3.Or(*[term == x for x in values])
+
+    def _int(self, value: int, ctx: z3.Context) -> z3.Ast:
+        """The integer literal ``value`` (kept: built once)."""
+        lit = self._ints.get(value)
+        if lit is None:
+            lit = self._ints[value] = z3.IntVal(value, ctx)
+        return lit.as_ast()
 
     def slot_domain(self, slot: int) -> z3.BoolRef | None:
         """:meth:`in_domain` of the slot's own variable (built once)."""

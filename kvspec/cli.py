@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, NoReturn, Sequence
 
-from kvspec.ctrl_c import CtrlC
 from kvspec.cli_args import (integer, non_negative_int, output_file, search_args,
                              picture_path, positive_int, positive_seconds, size_spec)
+from kvspec.ctrl_c import CtrlC, stop_if_pressed
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.loader import LoadedModel, load_model, parse_sizes
 from kvspec.lang.system import System, compile_model
@@ -88,13 +88,7 @@ class _Session:
     engine: str = ""
     model: str = ""
     json: bool = False
-    ctrl_c: CtrlC | None = None
-
-    def before_verdicts(self) -> None:
-        """Raise KeyboardInterrupt when Ctrl-C was pressed at any time during the
-        command, even one Python dropped on the way: no verdict is printed after it."""
-        if self.ctrl_c is not None:
-            self.ctrl_c.check()
+    ctrl_c: CtrlC | None = None  # read by ctrl_c.stop_if_pressed before any verdict
 
 
 def _session(args: argparse.Namespace) -> _Session:
@@ -334,7 +328,7 @@ def cmd_verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                                    workers=args.workers or 1, dfs=args.dfs))
     finally:
         progress.done()
-    _session(args).before_verdicts()
+    stop_if_pressed(args)
     if args.json:
         json.dump(result.to_json(), out, indent=2)
         out.write("\n")
@@ -431,6 +425,7 @@ def cmd_replay(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     except (ReplayError, PoolError) as exc:
         err.write(f"kvspec: error: {args.trace}: {one_line(str(exc))}\n")
         return EXIT_USAGE
+    stop_if_pressed(args)
     if args.json:
         json.dump(report.to_json(), out, indent=2)
         out.write("\n")
@@ -446,7 +441,7 @@ def cmd_fuzz(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     _session(args).engine = "fuzz"
     result = fuzz(system, max_examples=args.max_examples, steps=args.steps, seed=args.seed,
                   timeout=args.timeout)
-    _session(args).before_verdicts()
+    stop_if_pressed(args)
     doc = result.to_json()
     if args.json:
         json.dump(doc, out, indent=2)
@@ -478,7 +473,7 @@ def cmd_check_proof(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int
     _session(args).engine = "certificate"
     from kvspec.proofs.certificate import check_certificate
     check = check_certificate(Path(args.certificate), system)
-    _session(args).before_verdicts()
+    stop_if_pressed(args)
     check.print(make_console(out))
     return 0 if check.ok else 1
 

@@ -30,6 +30,7 @@ process dies), only Z3's handler is switched off.
 from __future__ import annotations
 
 import _thread
+import argparse
 import os
 import select
 import signal
@@ -40,7 +41,7 @@ from typing import Any
 
 import z3
 
-__all__ = ["RESEND_S", "CtrlC"]
+__all__ = ["RESEND_S", "CtrlC", "stop_if_pressed"]
 
 RESEND_S = 0.1  # how often a Ctrl-C not yet caught by the command is raised again
 
@@ -54,12 +55,13 @@ class CtrlC:
         self._lock = threading.Lock()
         self._installed = False
         self._previous_handler: Any = None
-        self._previous_fd = -1
+        self._previous_fd = -2  # -2: not replaced (-1 is "no wakeup fd")
         self._previous_z3 = "true"
         self._pipe: tuple[int, int] | None = None
         self._watcher: threading.Thread | None = None
         self._context: z3.Context | None = None
         self._interrupted = False
+        self._z3_off = False
 
     # -- what a command uses --------------------------------------------------------------
 
@@ -81,41 +83,70 @@ class CtrlC:
         except z3.Z3Exception:
             self._previous_z3 = "true"
         z3.set_param("ctrl_c", False)
+        self._z3_off = True
         self._context = z3.main_ctx()  # made here: the watcher must not race to make it
         if threading.current_thread() is not threading.main_thread():
             return self
         handler = signal.getsignal(signal.SIGINT)
         if not callable(handler):  # SIG_IGN, SIG_DFL, or installed outside Python
             return self
-        read_end, write_end = os.pipe()
-        os.set_blocking(write_end, False)
-        self._pipe = (read_end, write_end)
-        self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
-        self._previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-        self._installed = True
-        self._watcher = threading.Thread(target=self._watch, name="kvspec-ctrl-c", daemon=True)
-        self._watcher.start()
+        try:
+            read_end, write_end = os.pipe()
+            self._pipe = (read_end, write_end)
+            os.set_blocking(write_end, False)
+            self._previous_handler = handler
+            self._installed = True
+            signal.signal(signal.SIGINT, self._on_sigint)
+            self._previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+            self._watcher = threading.Thread(target=self._watch, name="kvspec-ctrl-c",
+                                             daemon=True)
+            self._watcher.start()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.caught()
+        self.close()
+
+    def close(self) -> None:
+        """Put back what :meth:`__enter__` changed (idempotent). A Ctrl-C that lands
+        while it runs, before the quiet handler is in place, only starts it again:
+        the command is over, and nothing must stay installed after it."""
+        for _ in range(100):
+            try:
+                self._close()
+                return
+            except KeyboardInterrupt:
+                continue
+        self._close()
+
+    def _close(self) -> None:
+        self.caught()  # from here the handler is quiet and the watcher raises nothing
         if self._installed:
-            signal.set_wakeup_fd(self._previous_fd)
-            assert self._pipe is not None
-            os.close(self._pipe[1])
-            if self._watcher is not None:
-                self._watcher.join(timeout=5)
-            os.close(self._pipe[0])
+            if self._pipe is not None:
+                if self._previous_fd != -2:
+                    signal.set_wakeup_fd(self._previous_fd)
+                    self._previous_fd = -2
+                os.close(self._pipe[1])
+                if self._watcher is not None:
+                    self._watcher.join(timeout=5)
+                    self._watcher = None
+                os.close(self._pipe[0])
+                self._pipe = None
             _run_pending_handlers()
             signal.signal(signal.SIGINT, self._previous_handler)
             self._installed = False
-        z3.set_param("ctrl_c", self._previous_z3.lower() != "false")
+        if self._z3_off:
+            z3.set_param("ctrl_c", self._previous_z3.lower() != "false")
+            self._z3_off = False
         if self._interrupted and self._context is not None:
             # an interrupt that found no query running stays with the context: the
             # simplifier would stop early on every later call, until a solver's check
             # clears it (for whoever uses Z3 in this process next)
             z3.Solver(ctx=self._context).check()
+            self._interrupted = False
 
     # -- the parts ------------------------------------------------------------------------
 
@@ -128,6 +159,8 @@ class CtrlC:
             return  # one is on its way out already
         if _in_destructor(frame):
             return  # Python would print it and drop it: the watcher raises it again
+        if _in_teardown(frame):
+            return  # the command is over: it must not stop what puts things back
         raise KeyboardInterrupt
 
     def _watch(self) -> None:
@@ -157,6 +190,15 @@ class CtrlC:
                 _thread.interrupt_main(signal.SIGINT)
 
 
+def stop_if_pressed(args: argparse.Namespace) -> None:
+    """For a command before it prints what it found: raise KeyboardInterrupt when
+    Ctrl-C was pressed during it (``args.session.ctrl_c``, set by the CLI's ``main``;
+    nothing when the command runs without one)."""
+    ctrl_c = getattr(getattr(args, "session", None), "ctrl_c", None)
+    if isinstance(ctrl_c, CtrlC):
+        ctrl_c.check()
+
+
 def _in_destructor(frame: FrameType | None) -> bool:
     """Whether ``frame`` runs inside a ``__del__``, where an exception is dropped."""
     while frame is not None:
@@ -166,6 +208,19 @@ def _in_destructor(frame: FrameType | None) -> bool:
     return False
 
 
+def _in_teardown(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside :meth:`CtrlC.__exit__` (or what it calls)."""
+    codes = _TEARDOWN
+    while frame is not None:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _run_pending_handlers() -> None:
     """Entering a Python function lets the interpreter run a signal handler still
     pending, while the quiet one is installed."""
+
+
+_TEARDOWN = frozenset({CtrlC.__exit__.__code__, CtrlC.close.__code__, CtrlC._close.__code__})

@@ -198,3 +198,27 @@ def test_z3_works_as_before_after_an_interrupt_that_found_no_query() -> None:
             ctrl_c.caught()
     assert z3.is_true(z3.simplify(z3.And(x + 1 > x, z3.BoolVal(True))))
 
+
+
+def test_a_ctrl_c_while_the_command_puts_things_back_leaves_nothing_behind(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C just as the command ends, before the quiet handler is in place: the
+    handler, the wakeup fd, Z3's setting and the watcher are all put back, and no
+    KeyboardInterrupt reaches the caller afterwards."""
+    real = CtrlC.caught
+
+    def caught_late(self: CtrlC) -> None:
+        signal.raise_signal(signal.SIGINT)  # lands inside the teardown
+        sum(range(100))
+        real(self)
+
+    monkeypatch.setattr(CtrlC, "caught", caught_late)
+    z3.set_param("ctrl_c", True)
+    code = main(["show", str(MODELS / "lowest_free.py")], io.StringIO(), io.StringIO())
+    monkeypatch.setattr(CtrlC, "caught", real)
+    assert code == 0
+    time.sleep(5 * RESEND_S)  # a watcher left running would raise here
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.set_wakeup_fd(-1) == -1
+    assert str(z3.get_param("ctrl_c")) == "true"
+    assert "kvspec-ctrl-c" not in [t.name for t in threading.enumerate()]

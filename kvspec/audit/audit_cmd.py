@@ -19,6 +19,7 @@ from kvspec.audit.mapping import load_mapping
 from kvspec.audit.report import Progress, print_text, write_junit
 from kvspec.audit.run import audit_file
 from kvspec.cli_args import non_negative_int, output_file, picture_path, positive_int
+from kvspec.ctrl_c import stop_if_pressed
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.verdict import EXIT_USAGE
 
@@ -90,6 +91,7 @@ def _audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         progress.done()
     if args.no_conformance:
         result.model_name = system.name
+    stop_if_pressed(args)
     if args.json:
         out.write(json.dumps(result.to_json(), indent=2) + "\n")
     else:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any, Mapping
 
 from kvspec.cli_args import output_file
+from kvspec.ctrl_c import stop_if_pressed
 from kvspec.engines.native import BACKENDS
 from kvspec.lang.errors import UsageError
 
@@ -72,6 +73,7 @@ def cmd_check(args: argparse.Namespace, out: IO[str], err: IO[str],
     config = load_config(pyproject)
 
     def streamed(run: Any) -> None:
+        stop_if_pressed(args)
         print_model(out, run)
         out.flush()
         for case in run.cases:
@@ -83,6 +85,7 @@ def cmd_check(args: argparse.Namespace, out: IO[str], err: IO[str],
     print_header(out, _display(config.pyproject), len(selected), _display(config.proofs_dir))
     gate = run_gate(config, args.model, warn=lambda m: err.write(f"kvspec: warning: {m}\n"),
                     on_model=streamed, backend=args.backend)
+    stop_if_pressed(args)
     print_closing(out, gate)
     _write_reports(gate, outputs, env, err)
     return gate.exit_code

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kvspec.cli_args import output_file, picture_path, positive_int, size_spec
+from kvspec.ctrl_c import stop_if_pressed
 from kvspec.gate.diff import DesignDiff, diff_designs
 from kvspec.lang.errors import ModelError, UsageError
 from kvspec.lang.loader import LoadedModel, load_model, parse_sizes
@@ -191,6 +192,7 @@ def cmd_diff(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                             old_name=old_name, new_name=new_name,
                             warn=lambda m: _warn(err, m))
         trace_doc = _trace_doc(diff, shown)
+        stop_if_pressed(args)
         if args.json:
             doc = diff.to_json()
             if doc["behaviour"]["distinction"] is not None:

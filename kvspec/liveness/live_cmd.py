@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kvspec.cli_args import positive_int
+from kvspec.ctrl_c import stop_if_pressed
 from kvspec.engines.native import BACKENDS, default_backend
 from kvspec.lang.errors import UsageError
 from kvspec.lang.loader import LoadedModel, load_model, parse_sizes
@@ -94,8 +95,7 @@ def cmd_live(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             verdicts = _prove_open(system, verdicts, left, not args.no_fairness)
     result = Result(system, {"bmc": "liveness-bmc", "proof": "liveness-proof"}.get(
         engine, "liveness"), verdicts, stats)
-    if session is not None and hasattr(session, "before_verdicts"):
-        session.before_verdicts()  # Ctrl-C pressed during the run: no verdict
+    stop_if_pressed(args)  # Ctrl-C pressed during the run: no verdict
     if getattr(args, "python", None):
         _write_program(args, verdicts, err)
     if args.json:

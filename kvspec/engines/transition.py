@@ -42,6 +42,7 @@ from kvspec.lang.symvalues import domain_constraint, from_z3, z3_const
 from kvspec.lang.system import ActionInstance, Property, System
 from kvspec.lang.types import PAGE, REQUEST, ValueType
 from kvspec.lang.z3gen import is_false
+from kvspec.proofs.smt_check import mk_and, mk_or
 from kvspec.trace import InternalError
 
 Vars = list[z3.ExprRef]
@@ -114,28 +115,7 @@ def python_handles_ctrl_c() -> Iterator[None]:
 
 
 # -- fast term plumbing --------------------------------------------------------------------
-# The z3 Python wrappers check sorts pair by pair; on the hot paths (thousands of
-# renamings per proof check) the direct C calls are several times cheaper.
-
-def mk_or(terms: Sequence[z3.BoolRef]) -> z3.BoolRef:
-    if not terms:
-        return z3.BoolVal(False)
-    if len(terms) == 1:
-        return terms[0]
-    ctx = terms[0].ctx
-    arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
-    return z3.BoolRef(z3.Z3_mk_or(ctx.ref(), len(terms), arr), ctx)
-
-
-def mk_and(terms: Sequence[z3.BoolRef]) -> z3.BoolRef:
-    if not terms:
-        return z3.BoolVal(True)
-    if len(terms) == 1:
-        return terms[0]
-    ctx = terms[0].ctx
-    arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
-    return z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(terms), arr), ctx)
-
+# (``mk_and``/``mk_or``: direct C calls, from kvspec.proofs.smt_check)
 
 class Renaming:
     """A prepared substitution (sources and targets as C arrays)."""

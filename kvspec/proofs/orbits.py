@@ -67,7 +67,8 @@ from kvspec.proofs.smt_check import (
     Encoding,
     InductionReport,
     cti_trace,
-    _mk_or,
+    mk_and,
+    mk_or,
     assert_all,
     _Substitution,
 )
@@ -682,7 +683,7 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
         if leaving:
             parts.setdefault((), []).extend(leaving)
         res, why = ask([step.enabled, z3.Not(step.error)], vocab,
-                       [_mk_or(parts[key]) for key in sorted(parts)])
+                       [mk_or(parts[key]) for key in sorted(parts)])
         if res == z3.unsat:
             continue
         if res == z3.sat:
@@ -758,8 +759,8 @@ class _Queries:
         if len(chosen) < LOCAL_SHARE * len(self.everything):
             s = _solver()
             assert_all(s, goal)
-            _assert_conjunction(s, self.enc.domains(sorted(scope)))
-            _assert_conjunction(s, [self._term(n) for n in sorted(chosen)])
+            _assert_conjunctions(s, self.enc.domains(sorted(scope)),
+                                 [self._term(n) for n in sorted(chosen)])
             if self._each(s, pending, started)[0] == z3.unsat:
                 return z3.unsat, None
         whole = self._whole()
@@ -775,8 +776,8 @@ class _Queries:
         asserted once; each query is asked in its own scope."""
         if self._whole_solver is None:
             s = _solver()
-            _assert_conjunction(s, self.enc.domains(range(len(self.enc.cur))))
-            _assert_conjunction(s, [self._term(n) for n in range(len(self.everything))])
+            _assert_conjunctions(s, self.enc.domains(range(len(self.enc.cur))),
+                                 [self._term(n) for n in range(len(self.everything))])
             self._whole_solver = s
         return self._whole_solver
 
@@ -817,15 +818,10 @@ def _solver() -> z3.Solver:
     return s
 
 
-def _assert_conjunction(s: z3.Solver, terms: list[z3.BoolRef]) -> None:
-    """Assert the conjunction of ``terms`` in two C calls (Z3 splits it again): the
-    premise of a query has thousands of clause instances."""
-    if not terms:
-        return
-    ctx = terms[0].ctx
-    arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
-    conj = z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(terms), arr), ctx)
-    z3.Z3_solver_assert(ctx.ref(), s.solver, conj.as_ast())
+def _assert_conjunctions(s: z3.Solver, *groups: list[z3.BoolRef]) -> None:
+    """Assert each non-empty group as one conjunction (Z3 splits it again): one C call
+    for the thousands of clause instances of a premise."""
+    assert_all(s, [mk_and(g) for g in groups if g])
 
 
 def _part(c: OrbitClause, images: tuple[tuple[int, ...], ...], dims: list[str],

@@ -24,7 +24,7 @@ timeout) in any query is a failed check, never a pass.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,10 +139,8 @@ class Encoding:
         if values == list(range(values[0], values[-1] + 1)):
             # direct C calls: the z3 wrappers' checks cost more than the terms, for
             # every updated slot of every action instance
-            lo = z3.BoolRef(z3.Z3_mk_ge(ref, t, self._int(values[0], ctx)), ctx)
-            hi = z3.BoolRef(z3.Z3_mk_le(ref, t, self._int(values[-1], ctx)), ctx)
-            return z3.BoolRef(z3.Z3_mk_and(ref, 2, (z3.Ast * 2)(lo.as_ast(), hi.as_ast())),
-                              ctx)
+            return mk_and([z3.BoolRef(z3.Z3_mk_ge(ref, t, self._int(values[0], ctx)), ctx),
+                           z3.BoolRef(z3.Z3_mk_le(ref, t, self._int(values[-1], ctx)), ctx)])
         return z3.Or(*[term == x for x in values])
 
     def _int(self, value: int, ctx: z3.Context) -> z3.Ast:
@@ -325,7 +323,7 @@ def check_clauses(system: System, clauses: list[Clause], properties: list[Proper
         for j in parts:
             if j not in negated:
                 negated[j] = z3.Not(pieces[j])
-        broken = [post(_mk_or([negated[j] for j in parts]))] if parts else []
+        broken = [post(mk_or([negated[j] for j in parts]))] if parts else []
         broken += enc.leaving_domain(step.updates)
         if not broken:
             continue
@@ -409,12 +407,28 @@ class _LocalPremise:
         return solver.check() == z3.unsat
 
 
-def _mk_or(terms: list[z3.BoolRef]) -> z3.BoolRef:
+# The z3 Python wrappers check sorts pair by pair; on the hot paths (thousands of
+# clause instances and renamings per proof check) the direct C calls are several times
+# cheaper.
+
+def mk_or(terms: Sequence[z3.BoolRef]) -> z3.BoolRef:
+    if not terms:
+        return z3.BoolVal(False)
     if len(terms) == 1:
         return terms[0]
     ctx = terms[0].ctx
     arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
     return z3.BoolRef(z3.Z3_mk_or(ctx.ref(), len(terms), arr), ctx)
+
+
+def mk_and(terms: Sequence[z3.BoolRef]) -> z3.BoolRef:
+    if not terms:
+        return z3.BoolVal(True)
+    if len(terms) == 1:
+        return terms[0]
+    ctx = terms[0].ctx
+    arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
+    return z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(terms), arr), ctx)
 
 
 def assert_all(solver: z3.Solver, terms: Iterable[z3.BoolRef]) -> None:

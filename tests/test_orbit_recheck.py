@@ -17,13 +17,8 @@ from kvspec.lang.schema import State
 from kvspec.lang.system import System
 from kvspec.proofs.certificate import check_certificate, invariant_digest
 from kvspec.proofs.clauses import parse_invariant
-from kvspec.proofs.orbits import (
-    Orbits,
-    Renaming,
-    _Queries,
-    check_orbits,
-    representatives_view,
-)
+from kvspec.proofs.orbit_queries import OrbitQueries
+from kvspec.proofs.orbits import Orbits, Renaming, check_orbits, representatives_view
 from kvspec.proofs.smt_check import Encoding, _Substitution
 
 CERT = ROOT / "proofs" / "lowest_free.LowestFreePD.requests=3,pages=8.json"
@@ -107,13 +102,13 @@ def test_a_certificate_without_a_needed_clause_is_rejected(system: System,
 
 
 @pytest.fixture(scope="module")
-def queries(system: System) -> tuple[_Queries, Encoding, Orbits]:
+def queries(system: System) -> tuple[OrbitQueries, Encoding, Orbits]:
     smt = json.loads(CERT.read_text())["invariant"]["smtlib2"]
     formulas = [c.formula for c in parse_invariant(smt, system.state_vars())]
     ren = Renaming(system, DIMS)
     orbits = Orbits(ren, formulas, [""] * len(formulas))
     enc = Encoding(representatives_view(system, DIMS))
-    return _Queries(enc, ren, orbits, 60_000), enc, orbits
+    return OrbitQueries(enc, ren, orbits, 60_000), enc, orbits
 
 
 def test_a_goal_the_local_part_cannot_refute_is_decided_by_the_whole(queries) -> None:
@@ -141,6 +136,32 @@ def test_a_satisfiable_goal_gets_a_state_of_the_whole_invariant(queries, system)
     every = [orbits.term(k, images) for k, images, _ in q.everything]
     assert _false_on(system, state, every) == 0
     assert all(enc.value_in_domain(i, x) for i, x in enumerate(state))
+
+
+def test_a_kept_local_solver_forgets_each_query_s_goal(system: System) -> None:
+    """Queries with the same vocabulary share one local solver: a goal asked before
+    must not stay asserted there (it would refute the next query's goal, a wrong
+    ``unsat``), and a goal refuted locally stays refuted when asked again."""
+    smt = json.loads(CERT.read_text())["invariant"]["smtlib2"]
+    formulas = [c.formula for c in parse_invariant(smt, system.state_vars())]
+    ren = Renaming(system, DIMS)
+    orbits = Orbits(ren, formulas, [""] * len(formulas))
+    enc = Encoding(representatives_view(system, DIMS))
+    q = OrbitQueries(enc, ren, orbits, 60_000)
+    # a goal the local premise refutes: an instance of the invariant over page 0's slots
+    n = next(n for n, (_, _, slots) in enumerate(q.everything)
+             if slots - q.shared and len(q.local(slots | q.shared)) < len(q.everything) // 2)
+    k, images, slots = q.everything[n]
+    vocab = set(slots)
+    broken = z3.Not(orbits.term(k, images))
+    # and one over the same vocabulary that every state satisfies
+    allowed = enc.cur[min(slots)] == enc.cur[min(slots)]
+    for _ in range(3):
+        before = q.queries
+        assert q.ask([broken], vocab)[0] == z3.unsat
+        assert q.queries - before == 1  # refuted by the local premise alone
+        assert q.ask([allowed], vocab)[0] == z3.sat
+    assert len(q._locals) == 1  # one solver for all six queries
 
 
 @pytest.mark.parametrize("clause", ["(= true (forall ((x Int)) (or (< x 0) (>= x 0))))",

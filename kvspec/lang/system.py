@@ -140,7 +140,8 @@ class System:
     _machine: Machine | None = None
     _sym: SymExec | None = None
     _batches: list[Any] | None = None
-    _inv_errors: tuple[Any, list[tuple[z3.BoolRef, str]]] | None = None
+    #: the variables, their ids, the invariants' error conditions and the slots they read
+    _inv_errors: tuple[Any, Any, list[tuple[z3.BoolRef, str]], set[int]] | None = None
     inflight_bound: int = library.INFLIGHT_BOUND
     #: suffix -> the state's Z3 constants (made once: tens of thousands at large sizes)
     _state_vars: dict[str, list[z3.ExprRef]] = field(default_factory=dict)
@@ -238,26 +239,37 @@ class System:
         evaluate every invariant on every state they reach, so such an error is
         reached together with the state (see ``transition.replay_error``)."""
         enc = self.kernel.run_step(current, inst.action.ir, inst.args, self.handlers)
-        enc.errors = self.invariant_errors(current) + enc.errors
+        errors, reads = self._invariant_errors(current)
+        enc.errors = errors + enc.errors
+        if errors:
+            enc.reads |= reads
         return enc
 
     def invariant_errors(self, current: list[z3.ExprRef]) -> list[tuple[z3.BoolRef, str]]:
         """Model-error conditions of evaluating the invariants on ``current``."""
+        return self._invariant_errors(current)[0]
+
+    def _invariant_errors(self, current: list[z3.ExprRef]
+                          ) -> tuple[list[tuple[z3.BoolRef, str]], set[int]]:
+        """:meth:`invariant_errors`, and the slots evaluating the invariants reads
+        (kept for the next call on the same variables)."""
         cached = self._inv_errors
-        same = cached is not None and len(cached[0][0]) == len(current) and \
-            all(a is b for a, b in zip(cached[0][0], current))  # the very same variables
+        same = cached is not None and len(cached[0]) == len(current) and \
+            all(a is b for a, b in zip(cached[0], current))  # the very same variables
         if same:
-            return list(cached[1])  # type: ignore[index]
+            return list(cached[2]), set(cached[3])  # type: ignore[index]
         key = tuple(v.get_id() for v in current)
-        if cached is not None and cached[0][1] == key:
-            self._inv_errors = ((tuple(current), key), cached[1])
-            return list(cached[1])
+        if cached is not None and cached[1] == key:
+            self._inv_errors = (tuple(current), key, cached[2], cached[3])
+            return list(cached[2]), set(cached[3])
         errors: list[tuple[z3.BoolRef, str]] = []
+        reads: set[int] = set()
         for p in self.properties:
             if p.ir is not None:
                 errors.extend(self.kernel.evaluate(current, p.ir)[1])
-        self._inv_errors = ((tuple(current), key), errors)
-        return list(errors)
+                reads |= self.kernel.reads
+        self._inv_errors = (tuple(current), key, errors, reads)
+        return list(errors), set(reads)
 
     def encode_invariant(self, prop: Property, current: list[z3.ExprRef]) -> z3.BoolRef:
         assert prop.ir is not None

@@ -247,6 +247,9 @@ class StepEncoding:
     errors: list[tuple[z3.BoolRef, str]] = field(default_factory=list)
     events: list[SymEvent] = field(default_factory=list)
     violations: dict[str, z3.BoolRef] = field(default_factory=dict)
+    #: every slot the step reads or writes (a superset of the slots whose variables
+    #: its terms mention)
+    reads: set[int] = field(default_factory=set)
 
 
 class _Frame:
@@ -291,6 +294,8 @@ class SymExec:
         self.events: list[SymEvent] = []
         self.violations: dict[str, z3.BoolRef] = {}
         self.frames: list[_Frame] = []
+        #: the slots read or written since the last run_step/evaluate
+        self.reads: set[int] = set()
 
     # -- running ---------------------------------------------------------------------
     def run_step(self, current: list[z3.ExprRef], action: ir.Function, args: tuple[Any, ...],
@@ -301,6 +306,7 @@ class SymExec:
         self.events = []
         self.violations = {}
         self.frames = []
+        self.reads = set()
         values = [(TRUE if a else FALSE) if isinstance(t, ir.BoolT) else int_val(int(a))
                   for a, (_, t) in zip(args, action.value_params)]
         self.call(action, values, TRUE)
@@ -311,8 +317,10 @@ class SymExec:
         for prop, viol in self.violations.items():
             off = self.flags.get(prop)
             if off is not None:
+                self.reads.add(off)
                 self.slots[off] = or_(self.slots[off], viol)
-        return StepEncoding(self.enabled, self.slots, self.errors, self.events, self.violations)
+        return StepEncoding(self.enabled, self.slots, self.errors, self.events, self.violations,
+                            self.reads)
 
     def evaluate(self, current: list[z3.ExprRef], fn: ir.Function
                  ) -> tuple[z3.BoolRef, list[tuple[z3.BoolRef, str]]]:
@@ -321,6 +329,7 @@ class SymExec:
         self.enabled = TRUE
         self.errors = []
         self.frames = []
+        self.reads = set()
         value = self.call(fn, [], TRUE)
         return value, list(self.errors)
 
@@ -375,6 +384,7 @@ class SymExec:
                 self.check(self.in_range(value, lo, hi),
                            f"write {var.name} = <value>: outside {lo}..{hi}", fn, st.line)
             if st.index is None:
+                self.reads.add(var.offset)
                 self.slots[var.offset] = ite(f.g, value, self.slots[var.offset])
                 return
             idx = self.ex(st.index, fn)
@@ -384,12 +394,14 @@ class SymExec:
                 at = int_value(idx)
             if at is not None and 0 <= at < var.length:
                 k = var.offset + at
+                self.reads.add(k)
                 self.slots[k] = ite(f.g, value, self.slots[k])
                 return
             if st.check_index:
                 self.check(self.in_range(idx, 0, var.length - 1),
                            f"write {var.name}[...]: index out of range 0..{var.length - 1}",
                            fn, st.line)
+            self.reads.update(range(var.offset, var.offset + var.length))
             for k in range(var.length):
                 slot = var.offset + k
                 self.slots[slot] = ite(and_(f.g, compare_as_is("==", idx, int_val(k))), value,
@@ -404,6 +416,7 @@ class SymExec:
                            f"write {var.name}[mask] = <value>: outside {lo}..{hi}", fn, st.line)
             for k, bit in enumerate(mask):
                 slot = var.offset + k
+                self.reads.add(slot)
                 self.slots[slot] = ite(and_(f.g, bit), value, self.slots[slot])
         elif isinstance(st, ir.Require):
             c = self.ex(st.cond, fn)
@@ -476,7 +489,9 @@ class SymExec:
             at = int_value(row)
             if at is not None:
                 b = var.offset + sf * at
+                self.reads.update(b + sa * k for k in range(n))
                 return [self.slots[b + sa * k] for k in range(n)]
+            self.reads.update(range(var.offset, var.offset + var.length))
             out = []
             for k in range(n):
                 acc = self.slots[var.offset + (m - 1) * sf + k * sa]
@@ -486,6 +501,7 @@ class SymExec:
                 out.append(acc)
             return out
         var = self.schema.by_name[e.ty.var]
+        self.reads.update(range(var.offset, var.offset + var.length))
         return self.slots[var.offset:var.offset + var.length]
 
     def ex(self, e: ir.Expr, fn: ir.Function) -> Any:  # noqa: C901 - one case per node
@@ -499,8 +515,10 @@ class SymExec:
         if isinstance(e, ir.Load):
             var = e.var
             if e.index is None:
+                self.reads.add(var.offset)
                 return self.slots[var.offset]
             if isinstance(e.index, ir.Const):
+                self.reads.add(var.offset + e.index.value)
                 return self.slots[var.offset + e.index.value]
             idx = self.ex(e.index, fn)
             at = int_value(idx)
@@ -508,7 +526,9 @@ class SymExec:
                 idx = z3.simplify(idx)
                 at = int_value(idx)
             if at is not None and 0 <= at < var.length:
+                self.reads.add(var.offset + at)
                 return self.slots[var.offset + at]
+            self.reads.update(range(var.offset, var.offset + var.length))
             elems = self.slots[var.offset:var.offset + var.length]
             if e.check:
                 self.check(self.in_range(idx, 0, var.length - 1),

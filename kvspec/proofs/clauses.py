@@ -272,8 +272,13 @@ def _short(e: z3.ExprRef, limit: int = 80) -> str:
 # -- the invariant ------------------------------------------------------------------------
 
 def var_names(state_vars: list[z3.ExprRef]) -> list[str]:
-    """The names of ``state_vars`` (as ``str`` prints them, without the printer's cost)."""
-    return [v.decl().name() for v in state_vars]
+    """The names of ``state_vars`` (as ``str`` prints them, without the printer's cost
+    or a declaration object per variable)."""
+    if not state_vars:
+        return []
+    c = state_vars[0].ctx.ref()
+    return [z3.Z3_get_symbol_string(c, z3.Z3_get_decl_name(c, z3.Z3_get_app_decl(c, v.as_ast())))
+            for v in state_vars]
 
 
 def var_sorts(state_vars: list[z3.ExprRef]) -> dict[str, str]:

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -62,23 +61,19 @@ from kvspec.lang.system import ActionInstance, Property, System
 from kvspec.lang.types import PAGE, REQUEST
 from kvspec.proofs.clauses import CertificateError, term_constants, var_names, var_sorts
 from kvspec.proofs.lifted import LiftedCheck, check_lifted, orbit_instances
+from kvspec.proofs.orbit_queries import OrbitQueries
 from kvspec.proofs.smt_check import (
     CounterexampleToInduction,
     Encoding,
     InductionReport,
     cti_trace,
-    mk_and,
     mk_or,
-    assert_all,
     _Substitution,
 )
 
 DIMS = (REQUEST, PAGE)
 #: an orbit query may take this many times the per-query time limit
 ORBIT_QUERY_FACTOR = 10
-#: a query's local premise is tried first only when it is less than this share of the
-#: whole invariant (else the two cost about the same, and a failed local query is lost)
-LOCAL_SHARE = 0.5
 #: the consecution query of an action checked at every id of a space (not renamed) is
 #: asked in this many parts, by stretches of that space's ids (the instances that name
 #: none of them apart): the one disjunction over thousands of clause instances makes
@@ -434,9 +429,19 @@ class Orbits:
             self._terms[key] = t
         return t
 
-    def _instance(self, c: OrbitClause, perm: Perm) -> z3.BoolRef:
+    def term_after(self, k: int, images: tuple[tuple[int, ...], ...],
+                   after: dict[int, Any]) -> z3.BoolRef:
+        """The instance ``images`` of clause ``k`` read on the state after a step:
+        each slot in ``after`` (slot -> its next value's AST) replaced by its next
+        value, in the same single substitution that renames the clause (not kept)."""
+        c = self.by_index[k]
+        return self._instance(c, self._perm(c, images), after)
+
+    def _instance(self, c: OrbitClause, perm: Perm,
+                  after: dict[int, Any] | None = None) -> z3.BoolRef:
         """``_rename(c, perm)`` in one C call: the array of what is replaced (every slot
-        and hole of ``c``) is built once per clause, only the replacements per instance."""
+        and hole of ``c``) is built once per clause, only the replacements per instance
+        (``after``: see :meth:`term_after`)."""
         ren = self.ren
         source = self._sources.get(c.index)
         if source is None:
@@ -446,7 +451,11 @@ class Orbits:
         keys, src = source
         if not keys:
             return c.hat
-        dst = [ren.cur_ast[ren.slot(s, perm)] for s in c.slots]
+        if after:
+            cur = ren.cur_ast
+            dst = [after.get(j, cur[j]) for j in (ren.slot(s, perm) for s in c.slots)]
+        else:
+            dst = [ren.cur_ast[ren.slot(s, perm)] for s in c.slots]
         for d, v in c.holes:
             w = perm[d][v] if d in perm else v
             value = self._values.get(w)
@@ -611,19 +620,13 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     # limit is ORBIT_QUERY_FACTOR times the per-query limit
     ms = max(1, int(timeout * ORBIT_QUERY_FACTOR * 1000))
     known = var_sorts(enc.cur)
-    queries = _Queries(enc, ren, orbits, ms)
+    queries = OrbitQueries(enc, ren, orbits, ms)
 
     def ask(goal: list[z3.BoolRef], vocab: set[int], parts: list[z3.BoolRef] | None = None
             ) -> tuple[z3.CheckSatResult, Any]:
         res, why = queries.ask(goal, vocab, parts)
         report.queries = queries.queries
         return res, why
-
-    def read(step: Any) -> set[int]:
-        # one walk over every term of the step (they share most of their subterms)
-        terms = [step.enabled, step.error] + [u == u for u in step.updates.values()]
-        names = term_constants(z3.And(*terms), known)[0]
-        return {enc.slot[n] for n in names if n in enc.slot}
 
     # 1. initiation
     at = _Substitution([(v, enc.value(i, x)) for i, (v, x) in enumerate(zip(enc.cur,
@@ -652,7 +655,7 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                              + ", ".join(p.name for p in properties))
     # 3. model errors and consecution, one action instance per orbit
     for step in enc.steps:
-        r = read(step)
+        r = set(step.reads)  # the slots its terms mention (and perhaps a few more)
         if step.errors:
             res, why = ask([step.error], r)
             if res != z3.unsat:
@@ -666,7 +669,7 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                      else _args(step.inst, d)) for d in ren.on}
         targets: list[tuple[int, z3.BoolRef]] = []
         vocab = r | written
-        post = _Substitution([(enc.cur[i], e) for i, e in step.updates.items()])
+        after = {i: e.as_ast() for i, e in step.updates.items()}
         unrenamed_here = [d for d in sorted(ren.on)
                           if step.inst.action.name in unrenamed.get(d, ())]
         parts: dict[tuple[int, ...], list[z3.BoolRef]] = {}
@@ -674,7 +677,7 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
             for images, slots in orbits.fixing_slots(c.index, fixed):
                 if not slots.isdisjoint(written):
                     vocab |= slots
-                    targets.append((c.index, post(orbits.term(c.index, images))))
+                    targets.append((c.index, orbits.term_after(c.index, images, after)))
                     parts.setdefault(_part(c, images, unrenamed_here, ren.n), []).append(
                         _mk_not(targets[-1][1]))
         leaving = enc.leaving_domain(step.updates)
@@ -704,124 +707,6 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
                              f"; {', '.join(names)} checked at every {dim} (not renamed)"
                              for dim, names in sorted(report.unrenamed.items())))
     return report
-
-
-class _Queries:
-    """Queries whose premise is the whole invariant ``I`` (every instance and every
-    slot's domain), asked first with its *local* part: the instances whose slots all
-    lie in the query's vocabulary (the slots its goal and action read and write) and
-    the shared slots. A part that refutes the goal refutes it with all of ``I``, so
-    only its ``unsat`` is taken; otherwise one solver holding all of ``I``, asserted
-    once for every query, decides (the query in its own scope). The local part is
-    skipped when it is most of the invariant (then asking the whole costs about the
-    same, and a local query that does not refute is time lost)."""
-
-    def __init__(self, enc: Encoding, ren: Renaming, orbits: Orbits, timeout_ms: int) -> None:
-        self.enc = enc
-        self.orbits = orbits
-        self.timeout_ms = timeout_ms
-        self.shared = ren.shared
-        self.everything = orbits.every_instance()
-        self.by_slot: dict[int, list[int]] = {}
-        for n, (_, _, slots) in enumerate(self.everything):
-            paged = slots - ren.shared
-            if paged:
-                self.by_slot.setdefault(min(paged), []).append(n)
-        self.always = [n for n, (_, _, slots) in enumerate(self.everything)
-                       if slots <= ren.shared]
-        self.queries = 0
-        self._whole_solver: z3.Solver | None = None
-
-    def local(self, scope: set[int]) -> set[int]:
-        """The instances whose slots all lie in ``scope`` (it contains the shared slots)."""
-        picked = set(self.always)
-        for s in scope:
-            for n in self.by_slot.get(s, ()):
-                if self.everything[n][2] <= scope:
-                    picked.add(n)
-        return picked
-
-    def _term(self, n: int) -> z3.BoolRef:
-        k, images, _ = self.everything[n]
-        return self.orbits.term(k, images)
-
-    def ask(self, goal: list[z3.BoolRef], vocab: set[int],
-            parts: list[z3.BoolRef] | None = None) -> tuple[z3.CheckSatResult, Any]:
-        """Is ``I ∧ goal`` (``∧ part``, for some part of ``parts``) satisfiable?
-        ``unsat`` (None), or the whole invariant's ``sat`` (a model) or ``unknown``
-        (the reason). The parts are asked one after the other on the same solver (a
-        disjunction split by the ids its instances name, :data:`PARTS`); the time
-        limit covers them all."""
-        pending: list[z3.BoolRef | None] = list(parts) if parts is not None else [None]
-        started = time.monotonic()
-        scope = vocab | self.shared
-        chosen = self.local(scope)
-        if len(chosen) < LOCAL_SHARE * len(self.everything):
-            s = _solver()
-            assert_all(s, goal)
-            _assert_conjunctions(s, self.enc.domains(sorted(scope)),
-                                 [self._term(n) for n in sorted(chosen)])
-            if self._each(s, pending, started)[0] == z3.unsat:
-                return z3.unsat, None
-        whole = self._whole()
-        whole.push()
-        try:
-            assert_all(whole, goal)
-            return self._each(whole, pending, started)
-        finally:
-            whole.pop()
-
-    def _whole(self) -> z3.Solver:
-        """The solver holding all of ``I`` (every slot's domain, every instance),
-        asserted once; each query is asked in its own scope."""
-        if self._whole_solver is None:
-            s = _solver()
-            _assert_conjunctions(s, self.enc.domains(range(len(self.enc.cur))),
-                                 [self._term(n) for n in range(len(self.everything))])
-            self._whole_solver = s
-        return self._whole_solver
-
-    def _each(self, s: z3.Solver, pending: list[z3.BoolRef | None], started: float
-              ) -> tuple[z3.CheckSatResult, Any]:
-        """Check ``pending`` in order, dropping each part refuted; stop at the first
-        that is not (it stays pending: a larger premise may refute it)."""
-        while pending:
-            left = self.timeout_ms - int((time.monotonic() - started) * 1000)
-            if left <= 0:
-                return z3.unknown, "timeout"
-            s.set("timeout", left)
-            part = pending[0]
-            if part is not None:
-                s.push()
-                s.add(part)
-            self.queries += 1
-            res = s.check()
-            why = (s.model() if res == z3.sat else
-                   None if res == z3.unsat else s.reason_unknown())
-            if part is not None:
-                s.pop()
-            if res != z3.unsat:
-                return res, why
-            pending.pop(0)
-        return z3.unsat, None
-
-
-def _solver() -> z3.Solver:
-    """A solver for the orbit queries, in incremental mode: Z3 then skips its
-    preprocessing of the whole premise (solving equations, propagating values),
-    which on tens of thousands of clause instances costs more than the search it
-    saves (benchmarks/RESULTS.md)."""
-    s = z3.Solver()
-    s.set("arith.solver", 2)  # faster on these quantifier-free queries
-    s.set("relevancy", 0)
-    s.push()
-    return s
-
-
-def _assert_conjunctions(s: z3.Solver, *groups: list[z3.BoolRef]) -> None:
-    """Assert each non-empty group as one conjunction (Z3 splits it again): one C call
-    for the thousands of clause instances of a premise."""
-    assert_all(s, [mk_and(g) for g in groups if g])
 
 
 def _part(c: OrbitClause, images: tuple[tuple[int, ...], ...], dims: list[str],

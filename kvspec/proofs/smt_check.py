@@ -91,6 +91,8 @@ class _Step:
     error: z3.BoolRef
     errors: list[tuple[z3.BoolRef, str]]
     updates: dict[int, z3.ExprRef]  # slot -> next value, where it is not the slot itself
+    #: every slot the step reads or writes: its terms mention no other slot's variable
+    reads: frozenset[int] = frozenset()
 
 
 class Encoding:
@@ -120,7 +122,7 @@ class Encoding:
                    if n.as_ast().value != c.as_ast().value}
         errors = list(enc.errors)
         error = z3.Or(*[c for c, _ in errors]) if errors else z3.BoolVal(False)
-        return _Step(inst, enc.enabled, error, errors, updates)
+        return _Step(inst, enc.enabled, error, errors, updates, frozenset(enc.reads))
 
     def value(self, slot: int, internal: Any) -> z3.ExprRef:
         if self.types[slot].kind == "bool":

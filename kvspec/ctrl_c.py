@@ -26,31 +26,45 @@ Python prints "Exception ignored" and drops it.
 
 Outside the main thread, or when SIGINT is ignored or left to its default (the
 process dies), only Z3's handler is switched off.
+
+Library entry points (:func:`kvspec.runner.run` and :func:`kvspec.runner.fuzz`, so
+:mod:`kvspec.testing`; the gate's :func:`kvspec.gate.check.check_model`, so the pytest
+plugin) run under one too: a Ctrl-C there raises KeyboardInterrupt to the caller
+instead of a result. A :class:`CtrlC` entered while another is active in the process
+(the CLI's, around such a call) installs nothing and shares the active one's state.
 """
 from __future__ import annotations
 
 import _thread
 import argparse
+import functools
 import os
 import select
 import signal
 import sys
 import threading
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, Callable, ParamSpec, TypeVar
 
 import z3
 
-__all__ = ["RESEND_S", "CtrlC", "stop_if_pressed"]
+__all__ = ["RESEND_S", "CtrlC", "stop_if_pressed", "stops_on_ctrl_c"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 RESEND_S = 0.1  # how often a Ctrl-C not yet caught by the command is raised again
+#: the CtrlC whose settings are in place in this process (at most one; nested ones share it)
+_ACTIVE: list["CtrlC"] = []
+_ACTIVE_LOCK = threading.Lock()
 
 
 class CtrlC:
     """A context manager around one command (module docstring)."""
 
     def __init__(self) -> None:
-        self.pressed = False
+        self._pressed = False
+        self._outer: CtrlC | None = None  # the active one this one shares, when nested
         self._caught = False
         self._lock = threading.Lock()
         self._installed = False
@@ -65,6 +79,11 @@ class CtrlC:
 
     # -- what a command uses --------------------------------------------------------------
 
+    @property
+    def pressed(self) -> bool:
+        """Whether Ctrl-C was pressed while this one (or the one it shares) was active."""
+        return self._outer.pressed if self._outer is not None else self._pressed
+
     def check(self) -> None:
         """Raise KeyboardInterrupt when Ctrl-C was pressed during the command."""
         if self.pressed:
@@ -78,6 +97,18 @@ class CtrlC:
     # -- the context manager --------------------------------------------------------------
 
     def __enter__(self) -> CtrlC:
+        with _ACTIVE_LOCK:
+            if _ACTIVE:
+                self._outer = _ACTIVE[0]
+                return self
+            _ACTIVE.append(self)
+        try:
+            return self._enter()
+        except BaseException:
+            self.close()
+            raise
+
+    def _enter(self) -> CtrlC:
         try:
             self._previous_z3 = str(z3.get_param("ctrl_c"))
         except z3.Z3Exception:
@@ -90,20 +121,16 @@ class CtrlC:
         handler = signal.getsignal(signal.SIGINT)
         if not callable(handler):  # SIG_IGN, SIG_DFL, or installed outside Python
             return self
-        try:
-            read_end, write_end = os.pipe()
-            self._pipe = (read_end, write_end)
-            os.set_blocking(write_end, False)
-            self._previous_handler = handler
-            self._installed = True
-            signal.signal(signal.SIGINT, self._on_sigint)
-            self._previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-            self._watcher = threading.Thread(target=self._watch, name="kvspec-ctrl-c",
-                                             daemon=True)
-            self._watcher.start()
-        except BaseException:
-            self.close()
-            raise
+        read_end, write_end = os.pipe()
+        self._pipe = (read_end, write_end)
+        os.set_blocking(write_end, False)
+        self._previous_handler = handler
+        self._installed = True
+        signal.signal(signal.SIGINT, self._on_sigint)
+        self._previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+        self._watcher = threading.Thread(target=self._watch, name="kvspec-ctrl-c",
+                                         daemon=True)
+        self._watcher.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
@@ -114,6 +141,8 @@ class CtrlC:
         """Put back what :meth:`__enter__` changed (idempotent). A Ctrl-C that lands
         while it runs, before the quiet handler is in place, only starts it again:
         the command is over, and nothing must stay installed after it."""
+        if self._outer is not None:
+            return
         for _ in range(100):
             try:
                 self._close()
@@ -147,11 +176,14 @@ class CtrlC:
             # clears it (for whoever uses Z3 in this process next)
             z3.Solver(ctx=self._context).check()
             self._interrupted = False
+        with _ACTIVE_LOCK:
+            if self in _ACTIVE:
+                _ACTIVE.remove(self)
 
     # -- the parts ------------------------------------------------------------------------
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
-        self.pressed = True
+        self._pressed = True
         with self._lock:
             if self._caught:
                 return
@@ -197,6 +229,18 @@ def stop_if_pressed(args: argparse.Namespace) -> None:
     ctrl_c = getattr(getattr(args, "session", None), "ctrl_c", None)
     if isinstance(ctrl_c, CtrlC):
         ctrl_c.check()
+
+
+def stops_on_ctrl_c(fn: Callable[P, R]) -> Callable[P, R]:
+    """A library entry point run under a :class:`CtrlC`: Ctrl-C during it raises
+    KeyboardInterrupt to its caller, never a result (nothing more under the CLI's own)."""
+    @functools.wraps(fn)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        with CtrlC() as ctrl_c:
+            out = fn(*args, **kwargs)
+            ctrl_c.check()
+        return out
+    return guarded
 
 
 def _in_destructor(frame: FrameType | None) -> bool:

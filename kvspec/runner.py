@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from kvspec.ctrl_c import stops_on_ctrl_c
 from kvspec.coverage import RUNNER_MAX_SECONDS, RUNNER_MAX_STATES, Coverage, coverage_of
 from kvspec.engines.refine import run_exact
 from kvspec.lang.system import System
@@ -199,6 +200,7 @@ def run_engine(system: System, engine: str = "auto", *, depth: int = 30,
         warn=search.warn)
 
 
+@stops_on_ctrl_c
 def run(system: System, engine: str = "auto", *, depth: int = 30, timeout: float | None = None,
         max_states: int | None = None, symmetry: bool = True, save_proof: bool = False,
         proofs_dir: Path | None = None, progress: ProgressFn | None = None,
@@ -264,6 +266,7 @@ def _coverage(system: System, timeout: float | None, started: float,
     return coverage_of(system, max_states=RUNNER_MAX_STATES, timeout=left)
 
 
+@stops_on_ctrl_c
 def fuzz(system: System, *, max_examples: int = 200, steps: int = 50, seed: int = 0,
          timeout: float | None = None) -> Result:
     """Randomised exploration with shrinking (Hypothesis); a counterexample through a

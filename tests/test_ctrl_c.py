@@ -222,3 +222,69 @@ def test_a_ctrl_c_while_the_command_puts_things_back_leaves_nothing_behind(
     assert signal.set_wakeup_fd(-1) == -1
     assert str(z3.get_param("ctrl_c")) == "true"
     assert "kvspec-ctrl-c" not in [t.name for t in threading.enumerate()]
+
+
+# -- library entry points -----------------------------------------------------------------
+
+def _gate_check(tmp_path: Path) -> Any:
+    from kvspec.gate.check import check_model
+    from kvspec.gate.config import load_config
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[tool.kvspec]\nproofs-dir = "proofs"\n\n[[tool.kvspec.model]]\nname = "patched"\n'
+        f'file = "{(MODELS / "patched.py").as_posix()}"\nengine = "pdr"\n')
+    config = load_config(project / "pyproject.toml")
+    return check_model(config, config.models[0])
+
+
+LIBRARY: dict[str, Callable[[Path], Any]] = {
+    "kvspec.testing.check": lambda tmp: __import__("kvspec.testing").testing.check(
+        MODELS / "patched.py", engine="pdr", proofs_dir=tmp),
+    "kvspec.testing.assert_holds": lambda tmp: __import__("kvspec.testing").testing.assert_holds(
+        MODELS / "patched.py", engine="kind", proofs_dir=tmp),
+    "the gate (pytest plugin)": _gate_check,
+}
+
+
+@pytest.mark.parametrize("call,n", [(c, n) for c in sorted(LIBRARY) for n in (1, 40)])
+def test_ctrl_c_in_a_library_call_raises_keyboard_interrupt_not_a_result(
+        call: str, n: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kvspec.testing`` and the gate run under their own Ctrl-C guard: a Ctrl-C while
+    Z3 works stops the call at once, and the caller gets the KeyboardInterrupt (pytest
+    stops there), never a verdict computed with a query that was cut short."""
+    calls = _ctrl_c_at_query(monkeypatch, n)
+    with pytest.raises(KeyboardInterrupt):
+        LIBRARY[call](tmp_path)
+    stopped = int(time.monotonic() * 1000)
+    assert calls[0] >= n
+    assert stopped - calls[1] < 3000, "the busy query was not interrupted"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert z3.get_param("ctrl_c") == "true"
+
+
+def test_a_guard_inside_another_shares_it_and_installs_nothing() -> None:
+    """The CLI's guard around a library call: the inner one leaves the outer's handler in
+    place, sees the outer's Ctrl-C, and puts nothing back on its way out."""
+    before = signal.getsignal(signal.SIGINT)
+    with CtrlC() as outer:
+        handler = signal.getsignal(signal.SIGINT)
+        assert handler is not before
+        with CtrlC() as inner:
+            assert signal.getsignal(signal.SIGINT) == handler
+            assert not inner.pressed
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                deadline = time.monotonic() + 5
+                while time.monotonic() < deadline:
+                    sum(range(100))
+            except KeyboardInterrupt:
+                pass
+            assert inner.pressed and outer.pressed
+            with pytest.raises(KeyboardInterrupt):
+                inner.check()
+        assert signal.getsignal(signal.SIGINT) == handler
+        assert z3.get_param("ctrl_c") == "false"
+        outer.caught()
+    assert signal.getsignal(signal.SIGINT) is before

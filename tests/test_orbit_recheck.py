@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import z3
@@ -101,14 +102,19 @@ def test_a_certificate_without_a_needed_clause_is_rejected(system: System,
     assert _false_on(system, check.cti.trace.steps[0].state, left) > 0
 
 
-@pytest.fixture(scope="module")
-def queries(system: System) -> tuple[OrbitQueries, Encoding, Orbits]:
+def fresh_queries(system: System) -> tuple[OrbitQueries, Encoding, Orbits]:
+    """The orbit queries of the stored certificate's invariant, with no solver made yet."""
     smt = json.loads(CERT.read_text())["invariant"]["smtlib2"]
     formulas = [c.formula for c in parse_invariant(smt, system.state_vars())]
     ren = Renaming(system, DIMS)
     orbits = Orbits(ren, formulas, [""] * len(formulas))
     enc = Encoding(representatives_view(system, DIMS))
     return OrbitQueries(enc, ren, orbits, 60_000), enc, orbits
+
+
+@pytest.fixture(scope="module")
+def queries(system: System) -> tuple[OrbitQueries, Encoding, Orbits]:
+    return fresh_queries(system)
 
 
 def test_a_goal_the_local_part_cannot_refute_is_decided_by_the_whole(queries) -> None:
@@ -142,12 +148,7 @@ def test_a_kept_local_solver_forgets_each_query_s_goal(system: System) -> None:
     """Queries with the same vocabulary share one local solver: a goal asked before
     must not stay asserted there (it would refute the next query's goal, a wrong
     ``unsat``), and a goal refuted locally stays refuted when asked again."""
-    smt = json.loads(CERT.read_text())["invariant"]["smtlib2"]
-    formulas = [c.formula for c in parse_invariant(smt, system.state_vars())]
-    ren = Renaming(system, DIMS)
-    orbits = Orbits(ren, formulas, [""] * len(formulas))
-    enc = Encoding(representatives_view(system, DIMS))
-    q = OrbitQueries(enc, ren, orbits, 60_000)
+    q, enc, orbits = fresh_queries(system)
     # a goal the local premise refutes: an instance of the invariant over page 0's slots
     n = next(n for n, (_, _, slots) in enumerate(q.everything)
              if slots - q.shared and len(q.local(slots | q.shared)) < len(q.everything) // 2)
@@ -162,6 +163,38 @@ def test_a_kept_local_solver_forgets_each_query_s_goal(system: System) -> None:
         assert q.queries - before == 1  # refuted by the local premise alone
         assert q.ask([allowed], vocab)[0] == z3.sat
     assert len(q._locals) == 1  # one solver for all six queries
+    # two goals that contradict each other, both allowed, asked in turn with parts (a
+    # part's scope inside the goal's): each must find its state
+    x, vocab = next((enc.cur[i], set(slots)) for _, _, slots in q.everything
+                    for i in sorted(slots - q.shared) if z3.is_bool(enc.cur[i])
+                    and len(q.local(slots | q.shared)) < len(q.everything) // 2)
+    for _ in range(2):
+        for goal in (x, z3.Not(x)):
+            assert q.ask([goal], vocab, [z3.BoolVal(True), goal])[0] == z3.sat
+    assert len(q._locals) == 2
+
+
+def test_a_query_that_fails_midway_leaves_the_kept_solver_as_it_was(
+        system: System, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check that raises (Ctrl-C, a Z3 error) inside a part's scope: the kept solver
+    is back at its own scopes, so the next query with that vocabulary is not refuted
+    by what the failed one asserted."""
+    q, enc, _ = fresh_queries(system)
+    n = next(n for n, (_, _, slots) in enumerate(q.everything)
+             if slots - q.shared and len(q.local(slots | q.shared)) < len(q.everything) // 2)
+    vocab = set(q.everything[n][2])
+    x = enc.cur[min(vocab)]
+    assert q.ask([x == x], vocab)[0] == z3.sat
+    real_check = z3.Solver.check
+
+    def fails(self: z3.Solver, *args: Any) -> z3.CheckSatResult:
+        raise z3.Z3Exception("the check failed")
+
+    monkeypatch.setattr(z3.Solver, "check", fails)
+    with pytest.raises(z3.Z3Exception):
+        q.ask([z3.BoolVal(False)], vocab, [z3.BoolVal(True)])
+    monkeypatch.setattr(z3.Solver, "check", real_check)
+    assert q.ask([x == x], vocab)[0] == z3.sat
 
 
 @pytest.mark.parametrize("clause", ["(= true (forall ((x Int)) (or (< x 0) (>= x 0))))",

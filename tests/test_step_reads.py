@@ -86,27 +86,54 @@ def test_random_models_record_every_slot_their_steps_mention(model: GenModel,
         forget(system)
 
 
-def test_a_read_through_a_computed_index_records_the_whole_array(tmp_path: Path) -> None:
-    """``s.owner[s.cursor]`` with a symbolic cursor reads every page's owner: the term
-    is a chain over all of them."""
-    source = '''
-from kvspec import Int, Model, Pages, Requests, action, var
+def small_model(cursor_max: int, body: str) -> str:
+    """A model with a cursor over 3 pages (0 .. ``cursor_max``) and ``body``."""
+    return f'''
+from kvspec import Int, Model, Pages, Requests, action, invariant, var
 
 class Gen(Model):
     requests = Requests(2)
     pages = Pages(3)
-    cursor = var(Int(0, 2), init=0)
+    cursor = var(Int(0, {cursor_max}), init=0)
     owner = pages.var(requests.optional, init=None)
     hits = var(Int(0, 3), init=0)
+{body}'''
 
+
+def test_a_read_through_a_computed_index_records_the_whole_array(tmp_path: Path) -> None:
+    """``s.owner[s.cursor]`` with a symbolic cursor reads every page's owner: the term
+    is a chain over all of them."""
+    source = small_model(cursor_max=2, body='''
     @action
     def look(s):
         if s.owner[s.cursor] is None:
             s.hits = min(s.hits + 1, 3)
-'''
+''')
     _, system = compile_source(source, tmp_path, "Gen")
     enc = Encoding(system)
     step = enc.steps[0]
     owners = {enc.slot[f"owner[{p}]"] for p in range(3)}
     assert owners <= set(step.reads)
+    assert assert_reads_cover_terms(system) == 1
+
+
+def test_what_an_invariant_reads_counts_when_it_can_raise_a_model_error(
+        tmp_path: Path) -> None:
+    """An invariant indexing by a state value can go out of range: that model error is a
+    condition of every step (the engines evaluate the invariants in every state), so
+    what the invariant reads is part of every step's record."""
+    source = small_model(cursor_max=3, body='''
+    @action
+    def bump(s):
+        s.hits = min(s.hits + 1, 3)
+
+    @invariant
+    def looked(s):
+        return s.owner[s.cursor] is None or s.hits >= 0
+''')
+    _, system = compile_source(source, tmp_path, "Gen")
+    enc = Encoding(system)
+    (step,) = enc.steps
+    assert step.errors, "the invariant's out-of-range read is a model error of the step"
+    assert enc.slot["cursor"] in step.reads
     assert assert_reads_cover_terms(system) == 1

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from kvspec.ctrl_c import stops_on_ctrl_c
 from kvspec.gate.config import (HOLDS, ConfigError, Expectation, GateConfig, ModelConfig,
                                  did_you_mean)
 from kvspec.lang.errors import ModelError, UsageError
@@ -178,6 +179,7 @@ def run_gate(config: GateConfig, names: list[str] | None = None, *,
 Compiled = tuple[System, dict[str, Expectation]]
 
 
+@stops_on_ctrl_c
 def check_model(config: GateConfig, model: ModelConfig, *, warn: Warn | None = None,
                 compiled: Compiled | None = None, backend: str | None = None) -> ModelRun:
     """Compile (unless ``compiled`` is :func:`compile_for`'s result) and verify one

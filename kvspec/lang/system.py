@@ -8,7 +8,7 @@ import itertools
 import typing
 from dataclasses import dataclass, field
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import z3
 
@@ -125,6 +125,15 @@ SMT_RESERVED = frozenset({
     "is_int"})
 
 
+class _InvariantErrors(NamedTuple):
+    """The invariants' model-error conditions on some state variables, kept."""
+
+    variables: tuple[z3.ExprRef, ...]
+    ids: tuple[int, ...]  # the variables' Z3 ids (the same terms made again match)
+    errors: list[tuple[z3.BoolRef, str]]
+    reads: set[int]  # the slots evaluating the invariants reads
+
+
 @dataclass
 class System:
     loaded: LoadedModel
@@ -140,8 +149,7 @@ class System:
     _machine: Machine | None = None
     _sym: SymExec | None = None
     _batches: list[Any] | None = None
-    #: the variables, their ids, the invariants' error conditions and the slots they read
-    _inv_errors: tuple[Any, Any, list[tuple[z3.BoolRef, str]], set[int]] | None = None
+    _inv_errors: _InvariantErrors | None = None
     inflight_bound: int = library.INFLIGHT_BOUND
     #: suffix -> the state's Z3 constants (made once: tens of thousands at large sizes)
     _state_vars: dict[str, list[z3.ExprRef]] = field(default_factory=dict)
@@ -241,7 +249,7 @@ class System:
         enc = self.kernel.run_step(current, inst.action.ir, inst.args, self.handlers)
         errors, reads = self._invariant_errors(current)
         enc.errors = errors + enc.errors
-        if errors:
+        if errors:  # what evaluating the invariants reads is in no other term of the step
             enc.reads |= reads
         return enc
 
@@ -254,21 +262,20 @@ class System:
         """:meth:`invariant_errors`, and the slots evaluating the invariants reads
         (kept for the next call on the same variables)."""
         cached = self._inv_errors
-        same = cached is not None and len(cached[0]) == len(current) and \
-            all(a is b for a, b in zip(cached[0], current))  # the very same variables
-        if same:
-            return list(cached[2]), set(cached[3])  # type: ignore[index]
+        if cached is not None and len(cached.variables) == len(current) and \
+                all(a is b for a, b in zip(cached.variables, current)):  # the very same
+            return list(cached.errors), set(cached.reads)
         key = tuple(v.get_id() for v in current)
-        if cached is not None and cached[1] == key:
-            self._inv_errors = (tuple(current), key, cached[2], cached[3])
-            return list(cached[2]), set(cached[3])
+        if cached is not None and cached.ids == key:
+            self._inv_errors = cached._replace(variables=tuple(current))
+            return list(cached.errors), set(cached.reads)
         errors: list[tuple[z3.BoolRef, str]] = []
         reads: set[int] = set()
         for p in self.properties:
             if p.ir is not None:
                 errors.extend(self.kernel.evaluate(current, p.ir)[1])
                 reads |= self.kernel.reads
-        self._inv_errors = (tuple(current), key, errors, reads)
+        self._inv_errors = _InvariantErrors(tuple(current), key, errors, reads)
         return list(errors), set(reads)
 
     def encode_invariant(self, prop: Property, current: list[z3.ExprRef]) -> z3.BoolRef:

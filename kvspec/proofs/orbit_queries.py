@@ -12,6 +12,8 @@ once for the check, each local premise once for every query sharing it.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import z3
@@ -69,6 +71,9 @@ class OrbitQueries:
         return picked
 
     def _term(self, n: int) -> z3.BoolRef:
+        """Instance ``n`` of :attr:`everything` (:meth:`Orbits.term`, looked up by
+        position: cheaper than its key of clause and images, tens of thousands of times
+        per check)."""
         t = self._terms[n]
         if t is None:
             k, images, _ = self.everything[n]
@@ -91,13 +96,12 @@ class OrbitQueries:
 
     def _scoped(self, s: z3.Solver, goal: list[z3.BoolRef], pending: list[z3.BoolRef | None],
                 started: float) -> tuple[z3.CheckSatResult, Any]:
-        """:meth:`_each` with ``goal`` asserted on ``s`` in a scope of its own."""
-        s.push()
-        try:
+        """:meth:`_each` with ``goal`` asserted on ``s`` in a scope of its own. However
+        the query ends (an exception too), ``s`` is left with the scopes it had: it is
+        kept for later queries, which a goal left behind would refute wrongly."""
+        with _scope(s):
             assert_all(s, goal)
             return self._each(s, pending, started)
-        finally:
-            s.pop()
 
     def _local(self, scope: frozenset[int]) -> z3.Solver | None:
         """The solver holding the local premise of ``scope`` (its instances and its
@@ -139,19 +143,29 @@ class OrbitQueries:
                 return z3.unknown, "timeout"
             s.set("timeout", left)
             part = pending[0]
-            if part is not None:
-                s.push()
-                s.add(part)
             self.queries += 1
-            res = s.check()
-            why = (s.model() if res == z3.sat else
-                   None if res == z3.unsat else s.reason_unknown())
-            if part is not None:
-                s.pop()
+            with _scope(s):
+                if part is not None:
+                    s.add(part)
+                res = s.check()
+                why = (s.model() if res == z3.sat else
+                       None if res == z3.unsat else s.reason_unknown())
             if res != z3.unsat:
                 return res, why
             pending.pop(0)
         return z3.unsat, None
+
+
+@contextmanager
+def _scope(s: z3.Solver) -> Iterator[None]:
+    """A scope of ``s`` for the body: back to the scopes ``s`` had, however it ends."""
+    depth = s.num_scopes()
+    try:
+        s.push()
+        yield
+    finally:
+        if s.num_scopes() > depth:
+            s.pop(s.num_scopes() - depth)
 
 
 def _solver() -> z3.Solver:

@@ -91,8 +91,9 @@ class _Step:
     error: z3.BoolRef
     errors: list[tuple[z3.BoolRef, str]]
     updates: dict[int, z3.ExprRef]  # slot -> next value, where it is not the slot itself
-    #: every slot the step reads or writes: its terms mention no other slot's variable
-    reads: frozenset[int] = frozenset()
+    #: the slots the symbolic interpreter recorded the step reading or writing: a
+    #: superset of those its terms mention (tests/test_step_reads.py)
+    reads: frozenset[int]
 
 
 class Encoding:

@@ -249,7 +249,7 @@ class System:
         enc = self.kernel.run_step(current, inst.action.ir, inst.args, self.handlers)
         errors, reads = self._invariant_errors(current)
         enc.errors = errors + enc.errors
-        if errors:  # what evaluating the invariants reads is in no other term of the step
+        if errors:  # the invariants enter the step only through these conditions
             enc.reads |= reads
         return enc
 

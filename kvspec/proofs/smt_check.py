@@ -34,8 +34,7 @@ import z3
 from kvspec.lang.schema import State
 from kvspec.lang.types import PAGE, PAGE_BY_REQUEST
 from kvspec.lang.system import ActionInstance, Property, System
-from kvspec.proofs.clauses import (CertificateError, Clause, term_constants, var_names,
-                                   var_sorts)
+from kvspec.proofs.clauses import Clause, term_constants, var_names, var_sorts
 from kvspec.trace import InternalError, Trace, TraceStep
 
 #: default limit for one solver query, in seconds
@@ -377,26 +376,14 @@ class _LocalPremise:
         self.pieces = pieces
         self.piece_slots = piece_slots
         self.timeout_ms = timeout_ms
-        self.known = var_sorts(enc.cur)
         schema = enc.system.schema
         self.shared: set[int] = set()
         for v in schema.vars:
             if v.dim not in (PAGE, PAGE_BY_REQUEST):
                 self.shared.update(range(v.offset, v.offset + v.length))
 
-    def _read(self, step: _Step) -> set[int]:
-        """The slots the step's guard, errors and updates mention (every slot when a
-        term is outside the certificate term language: then the premise is whole)."""
-        names: set[str] = set()
-        for t in [step.enabled, step.error, *step.updates.values()]:
-            try:
-                names |= term_constants(t, self.known)[0]
-            except CertificateError:
-                return set(range(len(self.enc.cur)))
-        return {self.enc.slot[n] for n in names if n in self.enc.slot}
-
     def refutes(self, step: _Step, parts: list[int], goal: list[z3.BoolRef]) -> bool:
-        vocab = set(self.shared) | self._read(step) | set(step.updates)
+        vocab = set(self.shared) | step.reads  # every slot the step's terms mention
         for j in parts:
             vocab |= self.piece_slots[j]
         premise = [p for p, slots in zip(self.pieces, self.piece_slots) if slots <= vocab]
@@ -415,23 +402,23 @@ class _LocalPremise:
 # cheaper.
 
 def mk_or(terms: Sequence[z3.BoolRef]) -> z3.BoolRef:
-    if not terms:
-        return z3.BoolVal(False)
-    if len(terms) == 1:
-        return terms[0]
-    ctx = terms[0].ctx
-    arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
-    return z3.BoolRef(z3.Z3_mk_or(ctx.ref(), len(terms), arr), ctx)
+    """``z3.Or(*terms)`` (``False`` for none, the term itself for one)."""
+    return _connective(z3.Z3_mk_or, False, terms)
 
 
 def mk_and(terms: Sequence[z3.BoolRef]) -> z3.BoolRef:
+    """``z3.And(*terms)`` (``True`` for none, the term itself for one)."""
+    return _connective(z3.Z3_mk_and, True, terms)
+
+
+def _connective(make: Any, unit: bool, terms: Sequence[z3.BoolRef]) -> z3.BoolRef:
     if not terms:
-        return z3.BoolVal(True)
+        return z3.BoolVal(unit)
     if len(terms) == 1:
         return terms[0]
     ctx = terms[0].ctx
     arr = (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
-    return z3.BoolRef(z3.Z3_mk_and(ctx.ref(), len(terms), arr), ctx)
+    return z3.BoolRef(make(ctx.ref(), len(terms), arr), ctx)
 
 
 def assert_all(solver: z3.Solver, terms: Iterable[z3.BoolRef]) -> None:

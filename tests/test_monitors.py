@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import run_cli, system_of
 
 from kvspec.engines.bmc import run_bmc
@@ -109,3 +110,49 @@ class NoPages(Model):
 """)
     r = run_cli("verify", str(path), "--property", "no-reuse-before-drain")
     assert r.code == 2 and "declares no pages" in r.err, r.err
+
+
+def _script_model(events: list[tuple[str, int]]) -> str:
+    """Three requests, one page: the model emits ``events`` (kind, request), one per step."""
+    steps = "".join(f"""
+    @action
+    def e{i}(s):
+        require(s.step == {i})
+        emit.{kind}({r}, 0)
+        s.step = {i + 1}
+""" for i, (kind, r) in enumerate(events))
+    return f"""
+from kvspec import Int, Model, Pages, Requests, action, emit, require, var
+
+
+class Script(Model):
+    requests = Requests(3)
+    pages = Pages(1)
+    step = var(Int(0, {len(events)}), init=0)
+    properties = ("no-reuse-under-write",)
+{steps}"""
+
+
+@pytest.mark.parametrize("events, violated", [
+    ([("post_write", 0), ("alloc", 0)], False),                      # its own write only
+    ([("post_write", 2), ("alloc", 0)], True),                       # the third request's
+    ([("post_write", 0), ("post_write", 1), ("alloc", 1)], True),    # its own and r0's
+    ([("post_write", 2), ("land_write", 2), ("alloc", 0)], False),   # landed: none left
+    ([("post_write", 1)] * 4 + [("alloc", 0)], True),                # past the count's bound
+    ([("post_write", 0)] * 4 + [("alloc", 0)], False),               # its own, saturated
+])
+def test_alloc_under_another_requests_write_with_three_requests(
+        events: list[tuple[str, int]], violated: bool, write_model) -> None:
+    """``alloc(r, p)`` violates no-reuse-under-write exactly when a request other than
+    ``r`` has a write in flight into ``p`` — any of the others, its count saturated or
+    not — in the explicit search and BMC alike (the Python and the symbolic reading of
+    the monitor)."""
+    path = write_model(_script_model(events))
+    n = len(events)
+    for out in (explore(system_of(path)), run_bmc(system_of(path), depth=n + 1, timeout=60)):
+        (v,) = out.verdicts
+        if violated:
+            assert v.status is Status.VIOLATED and len(v.trace) == n, (out.engine, v)
+        else:
+            assert v.status is Status.HOLDS or (v.status is Status.UNKNOWN and
+                                                out.engine == "bmc"), (out.engine, v)

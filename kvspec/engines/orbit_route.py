@@ -15,6 +15,10 @@ in which a property fails or an action raises a model error) is used to *propose
 new clauses (:class:`OrbitProposals`, ICE-style, as the selection at one size
 does): quantified clauses false on that state and true on every sampled state of
 the small size, added as representatives; only when none exists is anything dropped.
+Once the representatives prove the properties, those that single out the value
+next to the top of a variable's range (*edge clauses*, :func:`edge_clause`) are
+tried without (:func:`without_edge_clauses`): kept only when the rest does not
+prove the same properties.
 Nothing here says PROVED: the caller re-checks the final invariant through its
 certificate text (:func:`kvspec.proofs.certificate.verify_invariant`).
 """
@@ -27,7 +31,7 @@ import z3
 
 from kvspec.engines.inference import QDIM, StateTable, Template
 from kvspec.engines.selection import ERRORS_GOAL, FORMULA_BASE, support_closure
-from kvspec.lang.schema import State
+from kvspec.lang.schema import Schema, State
 from kvspec.lang.system import Property, System
 from kvspec.lang.types import PAGE, REQUEST
 from kvspec.proofs.orbits import NotSymmetric, OrbitReport, check_orbits
@@ -201,3 +205,50 @@ def orbit_houdini(system: System, formulas: list[z3.BoolRef], labels: list[str],
         notes["dropped"] += len(report.broken)
         wanted = [p for p in wanted if goals.get(p.name) not in gone]
     return None
+
+
+def edge_clause(t: Template, small: Schema, target: Schema) -> bool:
+    """Whether ``t`` singles out a value just below the top of a range that grows with
+    the sizes (an equality with a constant counted down from the upper bound, not the
+    bound itself,
+    of a variable whose bound differs between the ``small`` size the clause comes
+    from and the ``target`` size): ``need[r] == pages`` over ``0..pages + 1``, "a
+    request that needs the whole pool". Such clauses hold, but describe a corner of
+    the states that the properties rarely need; at large sizes their instances
+    after an allocation make the solver count the pages allocated, which costs most
+    of a certificate's re-check (``lowest_free`` at 8 requests and 64 pages,
+    ``benchmarks/RESULTS.md``). A range that does not grow (``0..3``) has no edge:
+    its values mean the same at every size; a bound (``need[r] <= pages``) restricts
+    the range rather than singling out a value."""
+    return any(a.kind == "eq" and a.top and a.value > 0
+               and small.by_name[a.var].type.hi != target.by_name[a.var].type.hi
+               for a, _ in t.literals)
+
+
+def without_edge_clauses(system: System, proof: OrbitProof, origin: dict[str, Template],
+                         small: Schema, properties: list[Property], goals: dict[str, str],
+                         symmetric: tuple[bool, bool], deadline: Any) -> OrbitProof:
+    """``proof`` without its edge clauses (:func:`edge_clause`; ``origin``: each label's
+    template, of the ``small`` size's schema) when the rest, after dropping what
+    counterexamples to induction break (no proposals), still proves every property
+    ``proof`` proves; else ``proof``. The notes say which happened
+    (``edge_clauses_dropped``/``edge_clauses_kept``)."""
+    own = set(goals.values())
+    edge = {label for label in proof.labels if label not in own
+            and label in origin and edge_clause(origin[label], small, system.schema)}
+    if not edge:
+        return proof
+    keep = [k for k, label in enumerate(proof.labels) if label not in edge]
+    wanted = [p for p in properties if p.name in set(proof.proved)]
+    notes: dict[str, Any] = {}
+    trial = orbit_houdini(system, [proof.formulas[k] for k in keep],
+                          [proof.labels[k] for k in keep], wanted, goals, symmetric,
+                          deadline, None, notes)
+    proof.notes["queries"] += notes.get("queries", 0)
+    if trial is None or set(trial.proved) != set(proof.proved):
+        proof.notes["edge_clauses_kept"] = len(edge)
+        return proof
+    trial.notes = {**proof.notes, "edge_clauses_dropped": len(edge),
+                   "dropped": proof.notes["dropped"] + notes["dropped"],
+                   "instances": notes["instances"]}
+    return trial

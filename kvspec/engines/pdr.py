@@ -60,6 +60,7 @@ from kvspec.engines.orbit_route import (
     OrbitProposals,
     orbit_houdini,
     representatives_by_template,
+    without_edge_clauses,
 )
 from kvspec.engines.transition import (
     TransitionSystem,
@@ -261,10 +262,18 @@ def _orbit_route(system: System, small: SmallSelection, symmetric: tuple[bool, b
     proposals = None if small.sample is None else OrbitProposals(
         system, small.sample, small.templates,
         {label: small.templates[k] for label, k in zip(labels, origin)}, symmetric)
+    started = time.monotonic()
     proof = orbit_houdini(system, formulas, labels, pending, own, symmetric, deadline,
                           proposals, notes)
     if proof is None or not proof.proved:
         return None
+    # the trial costs about one orbit check, as the proof's last round did: it runs only
+    # when far more time is left than the proof took (the certificate check comes next,
+    # and a deadline passing during the trial would lose the proof found)
+    left = deadline.left()
+    if proposals is not None and (left is None or left > 4 * (time.monotonic() - started) + 10):
+        proof = without_edge_clauses(system, proof, proposals.origin, proposals.sample.schema,
+                                     pending, own, symmetric, deadline)
     proof.dims = symmetric
     if not partial and set(proof.proved) != {p.name for p in pending}:
         return None

@@ -260,6 +260,7 @@ class Orbits:
         self._sources: dict[int, tuple[list[z3.ExprRef], Any]] = {}
         self._values: dict[int, z3.IntNumRef] = {}
         self._all: list[tuple[int, tuple[Any, ...], frozenset[int]]] | None = None
+        self._perms: dict[tuple[int, tuple[Any, ...]], Perm] = {}
 
     # -- one representative ---------------------------------------------------------------
     def _orbit_clause(self, k: int, f: z3.BoolRef, label: str) -> OrbitClause:
@@ -403,7 +404,15 @@ class Orbits:
     # -- instances ---------------------------------------------------------------------------
     def _perm(self, c: OrbitClause, images: tuple[tuple[int, ...], ...]) -> Perm:
         """The permutation taking the named ids of ``c`` to ``images`` and the others, in
-        order, to the remaining ids in order."""
+        order, to the remaining ids in order (kept: an instance's slots, its term and
+        its terms after each step that writes it all start from it)."""
+        key = (c.index, images)
+        perm = self._perms.get(key)
+        if perm is None:
+            perm = self._perms[key] = self._make_perm(c, images)
+        return perm
+
+    def _make_perm(self, c: OrbitClause, images: tuple[tuple[int, ...], ...]) -> Perm:
         perm: Perm = {}
         for (dim, named), img in zip(sorted(c.named.items()), images):
             if dim not in c.full:  # the clause mentions only its named ids

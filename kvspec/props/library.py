@@ -248,8 +248,7 @@ def check_ndar_decode(m, r):  # type: ignore[no-untyped-def]
 
 def check_nrbd_alloc(m, r, p):  # type: ignore[no-untyped-def]
     writers = m.page_inflight_by[p] > 0
-    own = 1 if m.page_inflight_by[p, r] > 0 else 0
-    if writers.count() > own:
+    if any(m.page_inflight_by[p, w] > 0 for w in m.requests if w != r):
         violate(NRBD, "alloc({r:req}, page {p}): a write of another request into page {p} is "
                       "still in flight (writes in flight from {w:reqs})", r=r, p=p, w=writers)
 
@@ -287,8 +286,7 @@ def check_rit_enqueue(m, r):  # type: ignore[no-untyped-def]
 
 def check_nruw_alloc(m, r, p):  # type: ignore[no-untyped-def]
     writers = m.page_inflight_by[p] > 0
-    own = 1 if m.page_inflight_by[p, r] > 0 else 0
-    if writers.count() > own:
+    if any(m.page_inflight_by[p, w] > 0 for w in m.requests if w != r):
         violate(NRUW, "alloc({r:req}, page {p}): a write of another request into page {p} is "
                       "still in flight (writes in flight from {w:reqs})", r=r, p=p, w=writers)
 
@@ -330,8 +328,7 @@ def check_nsrr_read(m, r, p):  # type: ignore[no-untyped-def]
 
 def check_nsrd_alloc(m, r, p):  # type: ignore[no-untyped-def]
     writers = m.aux_slot_inflight_by[p] > 0
-    own = 1 if m.aux_slot_inflight_by[p, r] > 0 else 0
-    if writers.count() > own:
+    if any(m.aux_slot_inflight_by[p, w] > 0 for w in m.requests if w != r):
         violate(NSRD, "slot_alloc({r:req}, slot {p}): a metadata write of another request into "
                       "slot {p} is still in flight (from {w:reqs})", r=r, p=p, w=writers)
 

@@ -62,6 +62,7 @@ from kvspec.engines.orbit_route import (
     representatives_by_template,
     without_edge_clauses,
 )
+from kvspec.engines.spacer import spacer
 from kvspec.engines.transition import (
     TransitionSystem,
     check_sat,
@@ -330,50 +331,6 @@ def prove_by_orbits(system: System, names: list[str], *, deadline: Deadline, sym
         extra["stopped"] = stopped
     extra["proved"] = sorted(verdicts)
     return verdicts, extra, small
-
-
-# -- Spacer -----------------------------------------------------------------------------------
-
-def spacer(ts: TransitionSystem, strengthening: list[z3.BoolRef], bad: z3.BoolRef,
-           timeout_ms: int | None) -> tuple[z3.CheckSatResult, z3.BoolRef | None]:
-    """Is ``bad`` reachable? On unsat also an inductive invariant over ``ts.cur``
-    (``ts`` must use the integer encoding and no symmetry breaking). One Horn rule
-    per action instance: ``Inv(update(s)) ← Inv(s) ∧ H(s) ∧ enabled(s) ∧ ¬error(s)``."""
-    fp = z3.Fixedpoint()
-    fp.set(engine="spacer")
-    if timeout_ms is not None:
-        fp.set(timeout=max(1, timeout_ms))
-    sorts = [v.sort() for v in ts.cur] + [z3.BoolSort()]
-    inv = z3.Function("Inv", *sorts)
-    fp.register_relation(inv)
-    fp.declare_var(*ts.cur)
-    fp.rule(inv(*ts.cur), [ts.init(ts.cur)])
-    helper = mk_and(strengthening)
-    domain = ts.domain(ts.cur)
-    for step in ts.steps:
-        head = [step.updates.get(i, v) for i, v in enumerate(ts.cur)]
-        fp.rule(inv(*head), [inv(*ts.cur), helper, *domain, step.enabled, z3.Not(step.error)])
-    started = time.monotonic()
-    try:
-        res = fp.query(z3.And(inv(*ts.cur), helper, bad))
-    except z3.Z3Exception as exc:  # canceled: by the timeout, or by Ctrl-C
-        if _canceled_early(exc, time.monotonic() - started, timeout_ms):
-            raise KeyboardInterrupt from None
-        return z3.unknown, None
-    if res == z3.unknown and "interrupted" in fp.reason_unknown().lower():
-        raise KeyboardInterrupt
-    if res != z3.unsat:
-        return res, None
-    cover = fp.get_cover_delta(-1, inv)
-    return res, z3.simplify(z3.substitute_vars(cover, *ts.cur))
-
-
-def _canceled_early(exc: z3.Z3Exception, seconds: float, timeout_ms: int | None) -> bool:
-    """A query canceled well before its timeout was stopped by Ctrl-C (Z3 reports both
-    the same way)."""
-    if "cancel" not in str(exc).lower():
-        return False
-    return timeout_ms is None or seconds * 1000 < 0.8 * timeout_ms - 20
 
 
 # -- IC3 over the finite encoding (measured against Spacer; see docs/proofs.md) ---------------

@@ -394,6 +394,27 @@ def test_retired_rejected_request_is_still_caught() -> None:
     assert all("decode(a) after reject(a)" == h.reason for h in hits)
 
 
+def test_a_retire_event_ends_a_remembered_rejection() -> None:
+    """reject(a) retires a's state at once, its rejection remembered; retire(a) brings
+    it back and clears it; after abort(a) retires it again, a later alloc(a) is a new
+    request's (found by the property test above). Without the retire it is caught."""
+    audit = PropertyAudit(requests=2, pages=1)
+    for n, kind in enumerate(["reject", "retire", "abort"], 1):
+        assert audit.feed(LogEvent(n, 0, kind, "a", None)) == []
+    assert audit.feed(LogEvent(4, 0, "alloc", "a", ("", 0))) == []
+    audit = PropertyAudit(requests=2, pages=1)
+    for n, kind in enumerate(["reject", "abort"], 1):
+        audit.feed(LogEvent(n, 0, kind, "a", None))
+    hits = audit.feed(LogEvent(3, 0, "alloc", "a", ("", 0)))
+    assert library.RIT in {h.prop for h in hits}
+    # rejected again after the retire: remembered again
+    audit = PropertyAudit(requests=2, pages=1)
+    for n, kind in enumerate(["reject", "retire", "reject", "abort"], 1):
+        audit.feed(LogEvent(n, 0, kind, "a", None))
+    hits = audit.feed(LogEvent(5, 0, "alloc", "a", ("", 0)))
+    assert library.RIT in {h.prop for h in hits}
+
+
 # -- the simulator --------------------------------------------------------------------------------
 
 def test_simulator_is_deterministic_and_covers_the_lifecycle() -> None:

@@ -322,6 +322,9 @@ def test_a_clause_the_checker_cannot_read_is_rejected(patched: System, tmp_path:
     ("(reset)\n", "unsupported SMT-LIB2 command 'reset'"),
     ("(declare-fun |ghost| () Int)\n", "declares 'ghost', which is not a state variable"),
     ("(declare-fun |phase[r0]| () Bool)\n", "declares 'phase[r0]' as Bool"),
+    # the same two outside the shape kvspec writes (read by the tokenizer, not the fast path)
+    ("(declare-const |phase[r0]| Bool)\n", "declares 'phase[r0]' as Bool"),
+    ("(declare-fun  ghost  ()  Int )\n", "declares 'ghost', which is not a state variable"),
     ("(declare-fun f (Int) Int)\n", "unsupported declaration"),
     ("(assert (= |phase[r0]| 0)\n", "unbalanced"),
     ("assert false\n", "unexpected text outside a command"),

@@ -24,7 +24,9 @@ see below); live ids get 1..R-1, pages 0..P-1.
   out). Its remaining footprint is (a) ``rejected[r]`` — kept in
   :class:`~kvspec.audit.rejected.RejectedIds` (shared with the acceptance checks) and
   restored if the request ever shows up again, which is exactly the bug
-  ``rejection-is-terminal`` looks for, so no violation is missed. An id only the
+  ``rejection-is-terminal`` looks for, so no violation is missed — unless a
+  ``retire`` of the id came after that rejection (the id then names a new request,
+  as the library monitor reads it). An id only the
   Bloom filter of old rejected ids remembers is audited as a new request (not
   rejected); each of its events is also run on a copy of the monitor state with
   ``rejected[r]`` set, and what only that copy reports is a POSSIBLE finding;
@@ -128,6 +130,9 @@ class PropertyAudit:
         self.free_page: list[int] = list(range(self.host.P - 1, -1, -1))
         self.ghost_writer: dict[int, str] = {}
         self.rejected = rejected if rejected is not None else RejectedIds()
+        #: ids the table remembers as rejected whose ``retire`` event came later: the line
+        #: of that event (a rejection remembered from before it is not restored)
+        self.cleared: dict[str, int] = {}
         self.reject_line: dict[int, int] = {}  # model request -> line of its reject
         self.possible: set[int] = set()  # model requests the Bloom filter says may be rejected
         self.candidates: set[str] = set()
@@ -180,6 +185,10 @@ class PropertyAudit:
         self.req_name[k] = live
         self.touched[k] = set()
         back = self.rejected.lookup(live) if self.rejected else None
+        cleared = self.cleared.get(live)
+        if back is not None and cleared is not None and (back.how != EXACT
+                                                         or (back.line or 0) < cleared):
+            back = None  # a retire(live) event since that rejection: a new request
         if back is not None and self.host.rej is not None:
             if back.how == EXACT:
                 self.host.W[self.host.rej + k] = True
@@ -295,6 +304,13 @@ class PropertyAudit:
         hits = [Hit(prop, reason) for prop, reason, _ in V] if V else _NO_HITS
         if before is not None:
             hits = self._possible_hits(before, k, event, hits)
+        if kind == "retire":  # a later event of this id is a new request's, rejected or not
+            self.possible.discard(k)
+            self.reject_line.pop(k, None)
+            if self.rejected and self.rejected.lookup(ev.request) is not None:
+                # the (shared) table still remembers an earlier rejection of this id:
+                # it no longer applies to this monitor
+                self.cleared[ev.request] = ev.line
         if kind == "post_write" and self.host.inf is not None:
             if self.host.W[self.host.inf + q * self.host.R + k] > INFLIGHT_EXACT:
                 self.warnings.append(

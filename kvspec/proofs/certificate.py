@@ -587,9 +587,12 @@ def _run_orbits(system: System, clauses: list[Clause], symmetry: list[str],
     check.checked_clauses = [c.describe(60) for c in clauses]
     lifted = report.lifted
     if lifted is not None and lifted.proved:
+        read = (f" ({lifted.readings} of them with constants read relative to a size, "
+                f"each the same clause as its representative at this size)"
+                if lifted.readings else "")
         check.notes.append(f"checked through its reading for every size: the representatives "
                            f"lift exactly to {lifted.clauses} quantified clauses over "
-                           f"{' and '.join(symmetry)}, {report.orbit_instances} clause "
+                           f"{' and '.join(symmetry)}{read}, {report.orbit_instances} clause "
                            f"instances at this size, {report.queries} solver queries")
         return
     if lifted is not None:

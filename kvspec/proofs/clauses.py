@@ -24,6 +24,7 @@ clause means the same thing whatever the rest of the file says.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import z3
@@ -157,15 +158,24 @@ def _head(command: str) -> str:
     return toks[1] if len(toks) > 1 and toks[1] not in "()" else ""
 
 
+#: the declaration kvspec writes, ``(declare-fun |name| () Int)``: read without the
+#: tokenizer (a certificate at 256 pages declares thousands); anything else is tokenized
+_PLAIN_DECLARATION = re.compile(r"\(declare-fun \|([^|]*)\| \(\) (Int|Bool)\)")
+
+
 def _check_declaration(command: str, known: dict[str, str]) -> None:
-    toks = _tokens(command)
-    head = toks[1]
-    if head == "declare-fun":
-        ok = len(toks) == 7 and toks[3:5] == ["(", ")"] and toks[6] == ")"
-        name, sort = (toks[2], toks[5]) if ok else ("", "")
+    plain = _PLAIN_DECLARATION.fullmatch(command)
+    if plain is not None:
+        ok, name, sort = True, plain.group(1), plain.group(2)
     else:
-        ok = len(toks) == 5 and toks[4] == ")"
-        name, sort = (toks[2], toks[3]) if ok else ("", "")
+        toks = _tokens(command)
+        head = toks[1]
+        if head == "declare-fun":
+            ok = len(toks) == 7 and toks[3:5] == ["(", ")"] and toks[6] == ")"
+            name, sort = (toks[2], toks[5]) if ok else ("", "")
+        else:
+            ok = len(toks) == 5 and toks[4] == ")"
+            name, sort = (toks[2], toks[3]) if ok else ("", "")
     if not ok or name in "()" or sort in "()":
         raise CertificateError(f"unsupported declaration {' '.join(command.split())!r} "
                                "(only constants of sort Int or Bool can be declared)")

@@ -32,6 +32,18 @@ over every action, no model error, the properties) checks in particular ``I_N`` 
 ``N``: the certificate is re-checked. One such check costs about as much at every
 size, where the orbit-by-orbit check grows with the instances an action touches.
 
+A constant tied to the pool says something else at other sizes when read literally
+(``need[r] != 65`` at 64 pages is ``need[r] != pages + 1``). So the representatives
+are first read with such constants relative to one size at a time
+(:func:`_size_readings`: a constant next to a size's value, compared with a variable
+whose range depends on the sizes, as ``size.pages + 1``), each reading kept only when
+:class:`_Identity`, with every size at its value here, proves it the same clause as
+its representative at this size; a representative with several is checked through
+all of them, which at this size are still just it. The literal reading comes after.
+The route needs no renaming of the actions: the reading of each action is the
+model's for every size, or over-approximates it (an ordered allocation is read
+loosely), which only adds behaviours.
+
 When a representative does not lift exactly, the model has no parametric reading,
 or ``Q`` is not inductive for every size (a clause that holds at ``N`` only because
 of the pool's size), nothing is concluded: the orbit check decides, as before (a
@@ -42,6 +54,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +67,7 @@ from kvspec.proofs.parametric.generalise import (
     Lifter,
     pieces,
     quantify,
+    size_variants,
     slot_map,
     slot_sorts,
 )
@@ -80,6 +94,8 @@ class LiftedCheck:
     why_not: str = ""
     clauses: int = 0  # quantified clauses checked
     queries: int = 0
+    #: of ``clauses``, those that read constants relative to a size
+    readings: int = 0
 
 
 class _ExactLifter(Lifter):
@@ -102,15 +118,31 @@ def orbit_instances(orbits: Orbits) -> int:
                for c in orbits.clauses)
 
 
+@dataclass
+class _Piece:
+    """One lifted piece of a representative: the size-specific ``piece``, the ids its
+    lifting turned into variables (``order``) and its quantified ``clause`` (the
+    literal reading of its constants)."""
+
+    piece: z3.BoolRef
+    order: list[tuple[str, int]]
+    clause: QClause
+
+
 def lift_exactly(system: System, model: Any, orbits: Orbits) -> list[QClause]:
     """The representatives of ``orbits`` as quantified clauses over ``model`` (the
     parametric reading of ``system``) whose instances at ``system``'s size are exactly
     theirs (module docstring). Raises NotLiftable, naming the clause, otherwise."""
+    identity = _Identity(system, model, slot_map(system), orbits.ren)
+    return [x.clause for x in _lift(system, model, orbits, identity)]
+
+
+def _lift(system: System, model: Any, orbits: Orbits, identity: _Identity) -> list[_Piece]:
+    """:func:`lift_exactly`, each piece with what its readings as sizes need."""
     slots = slot_map(system)
     known = slot_sorts(slots)
     counts = system.schema.counts
-    identity = _Identity(system, model, slots, orbits.ren)
-    out: list[QClause] = []
+    out: list[_Piece] = []
     for c in orbits.clauses:
         named = {d: set(ids) for d, ids in c.named.items()}
         for piece in pieces(c.formula):
@@ -137,15 +169,48 @@ def lift_exactly(system: System, model: Any, orbits: Orbits) -> list[QClause]:
             if len(set(lifter.order)) != len(lifter.order):
                 raise NotLiftable(f"clause {c.index + 1} ({c.label}) reads one id as two")
             xs = [lifter.ids[k] for k in lifter.order]
-            q = quantify(model.sorts, xs, body)
-            try:
-                why = identity.differs(piece, q, lifter.order)
-            except Exception as exc:  # noqa: BLE001 - the orbit check decides instead
-                why = f"its reading could not be compared ({type(exc).__name__}: {exc})"
+            q = QClause(quantify(model.sorts, xs, body), c.label)
+            why = _differs(identity, piece, q, lifter.order)
             if why:
                 raise NotLiftable(f"clause {c.index + 1} ({c.label}): {why}")
-            out.append(QClause(q, c.label))
+            out.append(_Piece(piece, list(lifter.order), q))
     return out
+
+
+def _size_readings(model: Any, identity: _Identity, lifted: list[_Piece]
+                   ) -> Iterator[tuple[list[QClause], int]]:
+    """For one size symbol at a time (``size.*`` before the bounds computed from the
+    sizes, ``bound.*``), the lifted clauses with each constant compared with a
+    size-dependent variable next to that symbol's value read relative to it
+    (:func:`size_variants`: ``!=``, and at a range's end ``<`` or ``>``), and how many
+    of them are such readings. A piece's readings are all kept when each is the same
+    as it at this size (checked, :class:`_Identity`): together they still are. The
+    values only place the readings; the identity check decides."""
+    if model.sizes is None:
+        return
+    symbols = sorted([(t, model.sizes.values[n]) for n, t in model.sizes.terms.items()
+                      if n in model.sizes.values],
+                     key=lambda tv: (not str(tv[0]).startswith("size."), str(tv[0])))
+    ranged = set(model.symbolic)
+    for sym in symbols:
+        clauses: list[QClause] = []
+        read = 0
+        for x in lifted:
+            same = [v for v in size_variants([x.clause], ranged, [sym])
+                    if not _differs(identity, x.piece, v, x.order)]
+            clauses += same or [x.clause]
+            read += len(same)
+        if read:
+            yield clauses, read
+
+
+def _differs(identity: _Identity, piece: z3.BoolRef, q: QClause,
+             order: list[tuple[str, int]]) -> str:
+    """:meth:`_Identity.differs`, an exception read as a difference."""
+    try:
+        return identity.differs(piece, q.formula, order)
+    except Exception as exc:  # noqa: BLE001 - the orbit check decides instead
+        return f"its reading could not be compared ({type(exc).__name__}: {exc})"
 
 
 class _Identity:
@@ -185,6 +250,18 @@ class _Identity:
             self.every[sort] = [nil, *es]
             self.solver.add(z3.Distinct(*es, nil) if es else z3.BoolVal(True),
                             dec(-1) == nil, *[dec(k) == e for k, e in enumerate(es)])
+        # the sizes and size-dependent bounds at their values in this compilation: a
+        # reading that names them (``need[r] != size.pages + 1``) is compared at this
+        # size. A size symbol is the size itself; a bound's value is the compiled
+        # range's end it stands for (not a fresh call of the model's bound function)
+        if model.sizes is not None:
+            self.solver.add(*[t == system.sizes[n[len("size."):]]
+                              for n, t in model.sizes.terms.items()
+                              if n.startswith("size.") and n[len("size."):] in system.sizes])
+        for var, ends in model.symbolic.items():
+            t = system.schema.by_name[var].type
+            self.solver.add(*[end == value for end, value in zip(ends, (t.lo, t.hi))
+                              if not z3.is_int_value(end)])
 
     def _link(self, name: str) -> z3.BoolRef:
         v, ids = self.slots[name]
@@ -278,16 +355,30 @@ def check_lifted(system: System, orbits: Orbits, properties: list[Property], *,
     unread = [n for n in names if n not in model.bad]
     if unread:
         return done("no reading for every size of " + ", ".join(unread))
+    identity = _Identity(system, model, slot_map(system), orbits.ren)
     try:
-        clauses = lift_exactly(system, model, orbits)
+        lifted = _lift(system, model, orbits, identity)
     except NotLiftable as exc:
         return done(f"a representative does not lift exactly: {exc}")
-    res = check_invariant(model, clauses, names, houdini=False,
-                          timeout=min(timeout, budget), deadline=start + budget)
-    why = "; ".join(res.problems)
-    if not why and res.unknown:
-        why = f"{res.unknown} queries undecided"
-    if not why and sorted(res.proved) != sorted(names):
-        why = "not every property is proved"
-    return done(f"not inductive for every size ({why})" if why else "",
-                clauses=len(clauses), queries=res.queries)
+    # the constants read relative to one size at a time (a constant next to the pool's
+    # size in a size-specific certificate is, as a rule, tied to it); then as they are
+    tries = itertools.chain(_size_readings(model, identity, lifted),
+                            [([x.clause for x in lifted], 0)])
+    queries = 0
+    why = ""
+    checked = 0
+    for clauses, readings in tries:
+        checked = len(clauses)
+        res = check_invariant(model, clauses, names, houdini=False,
+                              timeout=min(timeout, budget), deadline=start + budget)
+        queries += res.queries
+        why = "; ".join(res.problems)
+        if not why and res.unknown:
+            why = f"{res.unknown} queries undecided"
+        if not why and sorted(res.proved) != sorted(names):
+            why = "not every property is proved"
+        if not why:
+            return done("", clauses=len(clauses), queries=queries, readings=readings)
+        if time.monotonic() - start >= budget:
+            break
+    return done(f"not inductive for every size ({why})", clauses=checked, queries=queries)

@@ -606,7 +606,7 @@ def check_orbits(system: System, formulas: list[z3.BoolRef], labels: list[str],
     if drop_renamings:
         report.renamings_dropped = orbits.drop_renamings()
     instances = orbit_instances(orbits)
-    if lifted_from is not None and instances >= lifted_from and not unrenamed:
+    if lifted_from is not None and instances >= lifted_from:
         report.lifted = check_lifted(system, orbits, properties, timeout=timeout)
         if report.lifted.proved:
             report.orbit_instances = instances

@@ -116,14 +116,17 @@ def test_a_forgery_at_a_large_size_is_rejected_by_the_orbit_check(
 
 # -- never more than the orbit check -------------------------------------------------------
 
-def _mutants(formulas: list[z3.BoolRef]) -> st.SearchStrategy[list[z3.BoolRef]]:
+def _mutants(formulas: list[z3.BoolRef],
+             kinds: tuple[str, ...] = ("drop", "negate", "number", "slot")
+             ) -> st.SearchStrategy[list[z3.BoolRef]]:
     """The representatives with one change a forger (or a bug) might make: a clause
-    dropped, a literal negated, a number moved by one, a slot replaced by another."""
+    dropped, a literal negated, a number moved by one, a slot replaced by another (of
+    ``kinds``; a kind listed twice is drawn twice as often)."""
 
     @st.composite
     def draw(data: Any) -> list[z3.BoolRef]:
         k = data(st.integers(0, len(formulas) - 1))
-        kind = data(st.sampled_from(["drop", "negate", "number", "slot"]))
+        kind = data(st.sampled_from(list(kinds)))
         out = list(formulas)
         if kind == "drop":
             del out[k]

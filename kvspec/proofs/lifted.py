@@ -129,17 +129,13 @@ class _Piece:
     clause: QClause
 
 
-def lift_exactly(system: System, model: Any, orbits: Orbits) -> list[QClause]:
+def lift_exactly(system: System, model: Any, orbits: Orbits, identity: _Identity
+                 ) -> list[_Piece]:
     """The representatives of ``orbits`` as quantified clauses over ``model`` (the
     parametric reading of ``system``) whose instances at ``system``'s size are exactly
-    theirs (module docstring). Raises NotLiftable, naming the clause, otherwise."""
-    identity = _Identity(system, model, slot_map(system), orbits.ren)
-    return [x.clause for x in _lift(system, model, orbits, identity)]
-
-
-def _lift(system: System, model: Any, orbits: Orbits, identity: _Identity) -> list[_Piece]:
-    """:func:`lift_exactly`, each piece with what its readings as sizes need."""
-    slots = slot_map(system)
+    theirs (module docstring), each piece with what its readings as sizes need;
+    ``identity`` compares them. Raises NotLiftable, naming the clause, otherwise."""
+    slots = identity.slots
     known = slot_sorts(slots)
     counts = system.schema.counts
     out: list[_Piece] = []
@@ -357,7 +353,7 @@ def check_lifted(system: System, orbits: Orbits, properties: list[Property], *,
         return done("no reading for every size of " + ", ".join(unread))
     identity = _Identity(system, model, slot_map(system), orbits.ren)
     try:
-        lifted = _lift(system, model, orbits, identity)
+        lifted = lift_exactly(system, model, orbits, identity)
     except NotLiftable as exc:
         return done(f"a representative does not lift exactly: {exc}")
     # the constants read relative to one size at a time (a constant next to the pool's

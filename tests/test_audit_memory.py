@@ -101,3 +101,19 @@ def test_property_audit_keeps_nothing_per_finished_request() -> None:
     assert audit.live_requests == 0 and not audit.reject_line and not audit.possible
     assert len(table.exact) == 8 and table.filtered == 667 - 8
     assert audit.host.R <= 4  # the pool of model ids did not grow
+
+
+def test_retired_rejections_cleared_by_retire_stay_bounded() -> None:
+    """Each ``retire`` of a remembered rejected id is remembered too (its old rejection
+    no longer applies); that memory stays within twice the table's exact capacity, and
+    a recent one still keeps the id's later events clean."""
+    table = RejectedIds(exact=8, filter_bits=1 << 12)
+    audit = PropertyAudit(requests=2, pages=1, rejected=table)
+    line = 0
+    for n in range(200):
+        for kind in ("reject", "retire", "abort"):
+            line += 1
+            audit.feed(LogEvent(line, 0, kind, f"r{n}", None))
+        assert len(audit.cleared) <= 2 * table.capacity
+    hits = audit.feed(LogEvent(line + 1, 0, "alloc", "r199", ("", 0)))
+    assert library.RIT not in {h.prop for h in hits}

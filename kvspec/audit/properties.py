@@ -311,6 +311,11 @@ class PropertyAudit:
                 # the (shared) table still remembers an earlier rejection of this id:
                 # it no longer applies to this monitor
                 self.cleared[ev.request] = ev.line
+                if len(self.cleared) > 2 * self.rejected.capacity:
+                    # bounded as the table is: what only the Bloom filter still holds
+                    # goes (a later event of such an id is at most a POSSIBLE finding)
+                    self.cleared = {rid: line for rid, line in self.cleared.items()
+                                    if rid in self.rejected.exact}
         if kind == "post_write" and self.host.inf is not None:
             if self.host.W[self.host.inf + q * self.host.R + k] > INFLIGHT_EXACT:
                 self.warnings.append(
